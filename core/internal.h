@@ -1,0 +1,53 @@
+/* Internal declarations of libdevmm: never installed, never included by plugins. */
+#ifndef DEVMM_INTERNAL_H
+#define DEVMM_INTERNAL_H
+
+#include <devmm/devmm.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#define DEVMM__MSG_MAX 512
+#define DEVMM__LIKELY(x) __builtin_expect(!!(x), 1)
+#define DEVMM__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DEVMM__CACHELINE 64
+
+struct devmm_resource {
+  devmm_resource_ops ops; /* copied and normalised: entries past struct_size are NULL */
+  void *ctx;
+  const void *kind; /* the ops table given at creation: identifies adaptor types */
+  devmm_resource *upstream;
+  atomic_long refs;
+  devmm_device device;
+  unsigned flags;
+  char *name;
+};
+
+/* Creates an adaptor resource over upstream (retained), named "<prefix>(<upstream name>)". */
+int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx,
+                          devmm_resource *upstream, const char *prefix,
+                          devmm_resource **out);
+/* Forwarding ops for adaptors: pass the optional operations to the upstream. */
+int devmm__forward_mem_info(devmm_resource *self, size_t *f, size_t *t);
+int devmm__forward_copy(devmm_resource *self, void *dst, const void *src,
+                        size_t bytes, devmm_stream stream);
+int devmm__forward_memset(devmm_resource *self, void *dst, int value,
+                          size_t bytes, devmm_stream stream);
+int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a,
+                               devmm_stream b);
+int devmm__forward_synchronize(devmm_resource *self, devmm_stream s);
+/* Checks that r is an adaptor of the given kind; sets an error naming `what` if not. */
+int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind,
+                      const char *what);
+
+/* Hook run by the registry when no resource is set for a device (installed by init.c). */
+int devmm__registry_fallback(devmm_device device, devmm_resource **out);
+
+/* Duplicates a string or returns NULL on allocation failure. */
+char *devmm__strdup(const char *s);
+/* Monotonic time in nanoseconds. */
+uint64_t devmm__now_ns(void);
+/* A small stable id for the calling thread (1, 2, 3, ...). */
+uint64_t devmm__thread_id(void);
+
+#endif

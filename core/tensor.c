@@ -1,0 +1,269 @@
+/* Buffers and tensors.
+ *
+ * A buffer has two counts. `refs` keeps the object alive (the owner's handle, each tensor,
+ * each export). `holds` keeps the memory alive: the owner's hold (until devmm_buffer_free)
+ * plus one per export. The memory goes back to the resource when holds reach 0; the object is
+ * freed when refs reach 0. So free() twice, or free() while numpy still has a view, is safe. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct devmm_buffer {
+  atomic_long refs;
+  atomic_long holds;
+  atomic_int owner; /* 1 until the owner calls devmm_buffer_free */
+  devmm_device device;
+  void *ptr;
+  size_t nbytes, alignment;
+  devmm_resource *resource;
+  devmm_stream stream;
+};
+
+struct devmm_tensor {
+  devmm_buffer *buffer;
+  size_t byte_offset;
+  devmm_dtype dtype;
+  int32_t ndim;
+  int32_t readonly;
+  int64_t dims[]; /* shape[ndim] then strides[ndim] */
+};
+
+/* ================================================================ buffer */
+
+int devmm_buffer_allocate(devmm_resource *r, size_t nbytes, size_t alignment,
+                          devmm_stream stream, devmm_buffer **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_allocate: out is NULL");
+  *out = NULL;
+  if (!r)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_allocate: resource is NULL");
+  devmm_buffer *b = malloc(sizeof *b);
+  if (!b)
+    return devmm_set_error(DEVMM_ENOMEM, "buffer: out of host memory");
+  int rc = devmm_allocate(r, nbytes, alignment, stream, &b->ptr);
+  if (rc) {
+    free(b);
+    return rc;
+  }
+  atomic_init(&b->refs, 1);
+  atomic_init(&b->holds, 1);
+  atomic_init(&b->owner, 1);
+  b->device = r->device;
+  b->nbytes = nbytes;
+  b->alignment = alignment;
+  b->resource = devmm_resource_retain(r);
+  b->stream = stream;
+  *out = b;
+  return DEVMM_OK;
+}
+
+devmm_buffer *devmm_buffer_retain(devmm_buffer *b) {
+  if (b)
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+  return b;
+}
+
+static void drop_hold(devmm_buffer *b) {
+  if (atomic_fetch_sub_explicit(&b->holds, 1, memory_order_acq_rel) != 1)
+    return;
+  if (devmm_deallocate(b->resource, b->ptr, b->nbytes, b->alignment, b->stream))
+    devmm_clear_error(); /* nothing to report to: the adaptor logged/kept it */
+  b->ptr = NULL;
+}
+
+void devmm_buffer_release(devmm_buffer *b) {
+  if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  devmm_buffer_free(b);
+  devmm_resource_release(b->resource);
+  free(b);
+}
+
+void devmm_buffer_free(devmm_buffer *b) {
+  if (b && atomic_exchange(&b->owner, 0) == 1)
+    drop_hold(b);
+}
+
+int devmm_buffer_is_freed(const devmm_buffer *b) {
+  return b ? !atomic_load(&((devmm_buffer *)b)->owner) : 1;
+}
+
+int devmm_buffer_is_live(const devmm_buffer *b) {
+  return b && atomic_load(&((devmm_buffer *)b)->holds) > 0;
+}
+
+int devmm_buffer_acquire(devmm_buffer *b) {
+  if (!b)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_acquire: buffer is NULL");
+  if (!atomic_load(&b->owner))
+    return devmm_set_error(DEVMM_ESTATE,
+                           "buffer of %zu bytes was freed: it can no longer "
+                           "be exported",
+                           b->nbytes);
+  atomic_fetch_add_explicit(&b->holds, 1, memory_order_relaxed);
+  devmm_buffer_retain(b);
+  return DEVMM_OK;
+}
+
+void devmm_buffer_unacquire(devmm_buffer *b) {
+  if (!b)
+    return;
+  drop_hold(b);
+  devmm_buffer_release(b);
+}
+
+void *devmm_buffer_ptr(const devmm_buffer *b) {
+  return b && !devmm_buffer_is_freed(b) ? b->ptr : NULL;
+}
+size_t devmm_buffer_nbytes(const devmm_buffer *b) { return b ? b->nbytes : 0; }
+devmm_resource *devmm_buffer_resource(const devmm_buffer *b) {
+  return b ? b->resource : NULL;
+}
+devmm_device devmm_buffer_device(const devmm_buffer *b) {
+  devmm_device none = {0, 0};
+  return b ? b->device : none;
+}
+devmm_stream devmm_buffer_stream(const devmm_buffer *b) { return b ? b->stream : NULL; }
+
+/* ================================================================ tensor */
+
+int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
+                        const int64_t *shape, const int64_t *strides,
+                        size_t byte_offset, int readonly, devmm_tensor **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_create: out is NULL");
+  *out = NULL;
+  if (!buf)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_create: buffer is NULL");
+  if (ndim < 0 || ndim > DEVMM_MAX_NDIM)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "tensor: ndim %d out of range: expected 0..%d", ndim,
+                           DEVMM_MAX_NDIM);
+  if (ndim > 0 && (!shape || !strides))
+    return devmm_set_error(DEVMM_EINVAL, "tensor: shape and strides must not be NULL");
+  size_t itemsize = devmm_dtype_itemsize(dtype);
+  if (!itemsize)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "tensor: dtype {code=%u, bits=%u, lanes=%u} is "
+                           "unknown or sub-byte",
+                           dtype.code, dtype.bits, dtype.lanes);
+  /* The last byte touched must lie inside the buffer. */
+  int empty = 0;
+  uint64_t last = 0, t;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || strides[i] < 0)
+      return devmm_set_error(DEVMM_EINVAL,
+                             "tensor: shape[%d] = %lld and strides[%d] = %lld "
+                             "must be >= 0",
+                             i, (long long)shape[i], i, (long long)strides[i]);
+    if (shape[i] == 0)
+      empty = 1;
+    else if (__builtin_mul_overflow((uint64_t)(shape[i] - 1), (uint64_t)strides[i], &t) ||
+             __builtin_add_overflow(last, t, &last))
+      return devmm_set_error(DEVMM_EOVERFLOW, "tensor: extent overflows at dimension %d", i);
+  }
+  uint64_t end;
+  if (!empty && (__builtin_add_overflow(last, 1, &end) ||
+                 __builtin_mul_overflow(end, itemsize, &end) ||
+                 __builtin_add_overflow(end, byte_offset, &end) || end > buf->nbytes))
+    return devmm_set_error(DEVMM_EINVAL,
+                           "tensor: the view (offset %zu, last element %llu of "
+                           "%zu bytes) does not fit in the buffer of %zu bytes",
+                           byte_offset, (unsigned long long)last, itemsize,
+                           buf->nbytes);
+  devmm_tensor *tn = malloc(sizeof *tn + 2 * (size_t)ndim * sizeof(int64_t));
+  if (!tn)
+    return devmm_set_error(DEVMM_ENOMEM, "tensor: out of host memory");
+  tn->buffer = devmm_buffer_retain(buf);
+  tn->byte_offset = byte_offset;
+  tn->dtype = dtype;
+  tn->ndim = ndim;
+  tn->readonly = readonly != 0;
+  if (ndim) {
+    memcpy(tn->dims, shape, (size_t)ndim * sizeof(int64_t));
+    memcpy(tn->dims + ndim, strides, (size_t)ndim * sizeof(int64_t));
+  }
+  *out = tn;
+  return DEVMM_OK;
+}
+
+int devmm_tensor_empty(devmm_resource *r, devmm_device device,
+                       const devmm_layout *layout, int ndim, const int64_t *shape,
+                       devmm_dtype dtype, devmm_stream stream, devmm_tensor **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_empty: out is NULL");
+  *out = NULL;
+  size_t itemsize = devmm_dtype_itemsize(dtype);
+  if (!itemsize)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "tensor: dtype {code=%u, bits=%u, lanes=%u} is "
+                           "unknown or sub-byte (cannot be allocated)",
+                           dtype.code, dtype.bits, dtype.lanes);
+  devmm_layout rm;
+  if (!layout) {
+    rm = devmm_layout_row_major();
+    layout = &rm;
+  }
+  int64_t strides[DEVMM_MAX_NDIM];
+  devmm_layout_result lr;
+  int rc = devmm_layout_compute(layout, ndim, shape, itemsize, strides, &lr);
+  if (rc)
+    return rc;
+  devmm_resource *cur = NULL;
+  if (!r) {
+    if ((rc = devmm_get_current_resource(device, &cur)) != 0)
+      return rc;
+    r = cur;
+  }
+  devmm_buffer *b;
+  size_t align = lr.base_alignment > itemsize ? lr.base_alignment : 0;
+  rc = devmm_buffer_allocate(r, lr.span_bytes, align, stream, &b);
+  devmm_resource_release(cur);
+  if (rc)
+    return rc;
+  rc = devmm_tensor_create(b, dtype, ndim, shape, strides, 0, 0, out);
+  devmm_buffer_release(b); /* the tensor holds it now (or it is freed on failure) */
+  return rc;
+}
+
+void devmm_tensor_destroy(devmm_tensor *t) {
+  if (t) {
+    devmm_buffer_release(t->buffer);
+    free(t);
+  }
+}
+
+devmm_buffer *devmm_tensor_buffer(const devmm_tensor *t) { return t ? t->buffer : NULL; }
+int devmm_tensor_ndim(const devmm_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *devmm_tensor_shape(const devmm_tensor *t) { return t ? t->dims : NULL; }
+const int64_t *devmm_tensor_strides(const devmm_tensor *t) {
+  return t ? t->dims + t->ndim : NULL;
+}
+devmm_dtype devmm_tensor_dtype(const devmm_tensor *t) {
+  devmm_dtype none = {0, 0, 0};
+  return t ? t->dtype : none;
+}
+size_t devmm_tensor_byte_offset(const devmm_tensor *t) { return t ? t->byte_offset : 0; }
+void *devmm_tensor_data(const devmm_tensor *t) {
+  char *p = t ? devmm_buffer_ptr(t->buffer) : NULL;
+  return p && devmm_tensor_size(t) ? p + t->byte_offset : NULL;
+}
+int devmm_tensor_readonly(const devmm_tensor *t) { return t ? t->readonly : 0; }
+size_t devmm_tensor_size(const devmm_tensor *t) {
+  if (!t)
+    return 0;
+  size_t n = 1;
+  for (int i = 0; i < t->ndim; i++)
+    n *= (size_t)t->dims[i];
+  return n;
+}
+
+int devmm_tensor_zero(devmm_tensor *t) {
+  if (!t)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_zero: tensor is NULL");
+  devmm_buffer *b = t->buffer;
+  if (devmm_buffer_is_freed(b))
+    return devmm_set_error(DEVMM_ESTATE, "tensor: its buffer was freed");
+  return devmm_memset(b->resource, b->ptr, 0, b->nbytes, b->stream);
+}

@@ -1,0 +1,119 @@
+/* devmm — adaptors: resources over an upstream resource that add exactly one behaviour.
+ * Each holds a reference to its upstream; forwards mem_info/copy/memset/stream_wait.
+ *
+ *   devmm_resource *stats;
+ *   devmm_statistics_adaptor_create(upstream, &stats);
+ *   ... devmm_allocate(stats, ...) ...
+ *   devmm_statistics s; devmm_statistics_get(stats, &s);   // s.current_bytes, s.peak_bytes
+ */
+#ifndef DEVMM_ADAPTORS_H
+#define DEVMM_ADAPTORS_H
+
+#include "resource.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ statistics */
+
+typedef struct devmm_statistics {
+  int64_t current_bytes, peak_bytes, total_bytes;
+  int64_t current_count, peak_count, total_count;
+} devmm_statistics;
+
+/* Counts bytes and allocations (current, peak, total) with lock-free atomics. */
+DEVMM_API int devmm_statistics_adaptor_create(devmm_resource *upstream,
+                                              devmm_resource **out);
+/* The counters of the innermost scope (the whole life of the adaptor if no scope is pushed). */
+DEVMM_API int devmm_statistics_get(devmm_resource *stats, devmm_statistics *out);
+/* Starts a nested scope whose counters start at zero (like RMM's push_counters). */
+DEVMM_API int devmm_statistics_push(devmm_resource *stats);
+/* Ends the innermost scope, returns its counters and merges them into the outer one. */
+DEVMM_API int devmm_statistics_pop(devmm_resource *stats, devmm_statistics *out);
+/* Sets the peaks of the innermost scope to the current values. */
+DEVMM_API int devmm_statistics_reset_peak(devmm_resource *stats);
+
+/* ------------------------------------------------------------------ limiting */
+
+/* Fails allocations that would take the adaptor's live bytes over limit (DEVMM_ENOMEM). */
+DEVMM_API int devmm_limiting_adaptor_create(devmm_resource *upstream,
+                                            size_t limit, devmm_resource **out);
+/* Bytes currently allocated through the adaptor and its limit. */
+DEVMM_API int devmm_limiting_get(devmm_resource *lim, size_t *allocated,
+                                 size_t *limit);
+
+/* ------------------------------------------------------------------ tracking */
+
+#define DEVMM_TRACKING_MAX_FRAMES 16
+
+typedef struct devmm_allocation_info {
+  void *ptr;
+  size_t bytes;
+  size_t alignment;
+  devmm_stream stream;
+  uint64_t thread_id; /* devmm's small id of the allocating thread */
+  int nframes;        /* backtrace frames captured (0 unless enabled) */
+  void *frames[DEVMM_TRACKING_MAX_FRAMES];
+} devmm_allocation_info;
+
+/* Records every live allocation; capture_backtraces != 0 also records the caller's stack. */
+DEVMM_API int devmm_tracking_adaptor_create(devmm_resource *upstream,
+                                            int capture_backtraces,
+                                            devmm_resource **out);
+/* Finds the live allocation containing addr (any byte inside it); DEVMM_ENOENT if none. */
+DEVMM_API int devmm_tracking_lookup(devmm_resource *tracking, const void *addr,
+                                    devmm_allocation_info *out);
+/* Number and bytes of live allocations. */
+DEVMM_API int devmm_tracking_outstanding(devmm_resource *tracking,
+                                         size_t *count, size_t *bytes);
+/* Calls fn for each live allocation in address order; stops early if fn returns non-zero. */
+DEVMM_API int devmm_tracking_foreach(devmm_resource *tracking,
+                                     int (*fn)(const devmm_allocation_info *,
+                                               void *),
+                                     void *user);
+/* A human-readable report of live allocations; free it with devmm_string_free. */
+DEVMM_API int devmm_tracking_report(devmm_resource *tracking, char **out);
+/* Frees a string returned by devmm. */
+DEVMM_API void devmm_string_free(char *s);
+
+/* ------------------------------------------------------------------ logging */
+
+/* Logs every allocate/free as CSV (Thread,Time,Action,Pointer,Size,Stream; RMM's columns) to
+ * path (created or truncated) or, if path is NULL, to stderr. */
+DEVMM_API int devmm_logging_adaptor_create(devmm_resource *upstream,
+                                           const char *path, int auto_flush,
+                                           devmm_resource **out);
+/* Flushes the log. */
+DEVMM_API int devmm_logging_flush(devmm_resource *logging);
+
+/* ------------------------------------------------------------------ aligned */
+
+/* Gives every allocation of at least threshold bytes an alignment of at least `alignment`,
+ * over-allocating from upstreams that cannot align that far themselves. */
+DEVMM_API int devmm_aligned_adaptor_create(devmm_resource *upstream,
+                                           size_t alignment, size_t threshold,
+                                           devmm_resource **out);
+
+/* ------------------------------------------------------------------ failure callback */
+
+/* Called when the upstream reports out-of-memory: return non-zero to retry, 0 to fail.
+ * `attempt` counts from 0 for each allocation. */
+typedef int (*devmm_failure_callback)(size_t bytes, int attempt, void *user);
+
+/* Calls callback on DEVMM_ENOMEM from upstream and retries while it asks to. */
+DEVMM_API int devmm_failure_callback_adaptor_create(devmm_resource *upstream,
+                                                    devmm_failure_callback cb,
+                                                    void *user,
+                                                    devmm_resource **out);
+
+/* ------------------------------------------------------------------ thread-safe */
+
+/* Serialises every operation on upstream with a mutex (for upstreams that are not thread-safe). */
+DEVMM_API int devmm_thread_safe_adaptor_create(devmm_resource *upstream,
+                                               devmm_resource **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

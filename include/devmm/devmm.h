@@ -1,0 +1,19 @@
+/* devmm — device memory manager: the umbrella header.
+ *
+ * One uniform interface for allocating and managing memory on CPU, CUDA and ROCm: resources
+ * and adaptors, a per-device registry, a layout engine, buffers/tensors handed out as DLPack,
+ * and allocator plugins configured in devmm.ini. */
+#ifndef DEVMM_DEVMM_H
+#define DEVMM_DEVMM_H
+
+#include "adaptors.h"
+#include "dtype.h"
+#include "error.h"
+#include "export.h"
+#include "layout.h"
+#include "registry.h"
+#include "resource.h"
+#include "tensor.h"
+#include <devmm/version.h>
+
+#endif

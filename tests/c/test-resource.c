@@ -1,0 +1,270 @@
+/* Suites: resource, registry, buffer. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testres.h"
+
+static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
+
+/* ================================================================ resource */
+
+START_TEST(resource_allocate_roundtrip) {
+  testres *s;
+  devmm_resource *r = testres_create(&s);
+  ck_assert_str_eq(devmm_resource_name(r), "test.malloc");
+  ck_assert_int_eq(devmm_resource_device(r).device_type, DEVMM_DEVICE_CPU);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 100, 0, NULL, &p), DEVMM_OK);
+  memset(p, 1, 100);
+  ck_assert_int_eq(devmm_deallocate(r, p, 100, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r, 100, 4096, NULL, &p), DEVMM_OK);
+  ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+  ck_assert_int_eq(devmm_deallocate(r, p, 100, 4096, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r, 0, 0, NULL, &p), DEVMM_OK);
+  ck_assert_ptr_null(p);
+  ck_assert_int_eq(devmm_deallocate(r, NULL, 0, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(s->allocs, 2);
+  ck_assert_int_eq(s->frees, 2);
+  devmm_resource_release(r);
+}
+END_TEST
+
+START_TEST(resource_refcount_and_destroy) {
+  int destroyed = 0;
+  testres *s;
+  devmm_resource *r = testres_create(&s);
+  s->destroyed = &destroyed;
+  ck_assert_int_eq(devmm_resource_refcount(r), 1);
+  devmm_resource_retain(r);
+  devmm_resource_release(r);
+  ck_assert_int_eq(destroyed, 0);
+  devmm_resource *st;
+  ck_assert_int_eq(devmm_statistics_adaptor_create(r, &st), DEVMM_OK);
+  ck_assert_int_eq(devmm_resource_refcount(r), 2);
+  ck_assert_ptr_eq(devmm_resource_upstream(st), r);
+  ck_assert_str_eq(devmm_resource_name(st), "statistics(test.malloc)");
+  devmm_resource_release(r);
+  ck_assert_int_eq(destroyed, 0); /* the adaptor still holds it */
+  devmm_resource_release(st);
+  ck_assert_int_eq(destroyed, 1);
+  devmm_resource_release(NULL);
+}
+END_TEST
+
+static int a_only(devmm_resource *self, size_t b, size_t a, devmm_stream s, void **o) {
+  (void)self, (void)b, (void)a, (void)s;
+  *o = NULL;
+  return DEVMM_OK;
+}
+static int d_only(devmm_resource *self, void *p, size_t b, size_t a, devmm_stream s) {
+  (void)self, (void)p, (void)b, (void)a, (void)s;
+  return DEVMM_OK;
+}
+
+START_TEST(resource_bad_input) {
+  devmm_resource *r = NULL;
+  devmm_resource_ops ops = {sizeof ops, a_only, NULL};
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "x", 0, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("ops.allocate and ops.deallocate are required");
+  ck_assert_ptr_null(r);
+  ops.deallocate = d_only;
+  ops.struct_size = 3;
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "x", 0, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("struct_size 3");
+  ck_assert_int_eq(devmm_resource_create(NULL, NULL, CPU, "x", 0, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("ops is NULL");
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "x", 0, NULL), DEVMM_EINVAL);
+  /* an older, shorter ops table: entries past struct_size read as NULL */
+  ops.struct_size = offsetof(devmm_resource_ops, mem_info);
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "old", 0, &r), DEVMM_OK);
+  size_t f, t;
+  ck_assert_int_eq(devmm_mem_info(r, &f, &t), DEVMM_ENOTSUP);
+  ck_assert_error_contains("resource 'old' does not support mem_info");
+  char buf[4];
+  ck_assert_int_eq(devmm_copy(r, buf, buf + 1, 1, NULL), DEVMM_ENOTSUP);
+  ck_assert_int_eq(devmm_memset(r, buf, 0, 1, NULL), DEVMM_ENOTSUP);
+  ck_assert_int_eq(devmm_stream_wait(r, NULL, NULL), DEVMM_OK);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 8, 3, NULL, &p), DEVMM_EINVAL);
+  ck_assert_error_contains("alignment 3 is not a power of two");
+  ck_assert_int_eq(devmm_allocate(NULL, 8, 0, NULL, &p), DEVMM_EINVAL);
+  ck_assert_error_contains("resource is NULL");
+  ck_assert_int_eq(devmm_allocate(r, 8, 0, NULL, NULL), DEVMM_EINVAL);
+  ck_assert_error_contains("out is NULL");
+  ck_assert_int_eq(devmm_deallocate(NULL, buf, 8, 0, NULL), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_mem_info(NULL, &f, &t), DEVMM_EINVAL);
+  devmm_resource_release(r);
+}
+END_TEST
+
+START_TEST(device_parse_format) {
+  devmm_device d;
+  char buf[32];
+  ck_assert_int_eq(devmm_device_parse("cuda:3", &d), DEVMM_OK);
+  ck_assert_int_eq(d.device_type, DEVMM_DEVICE_CUDA);
+  ck_assert_int_eq(d.device_id, 3);
+  ck_assert_int_eq(devmm_device_format(d, buf, sizeof buf), DEVMM_OK);
+  ck_assert_str_eq(buf, "cuda:3");
+  ck_assert_int_eq(devmm_device_parse("cpu", &d), DEVMM_OK);
+  devmm_device_format(d, buf, sizeof buf);
+  ck_assert_str_eq(buf, "cpu");
+  ck_assert_int_eq(devmm_device_parse("rocm", &d), DEVMM_OK);
+  ck_assert_int_eq(d.device_type, DEVMM_DEVICE_ROCM);
+  ck_assert_int_eq(devmm_device_parse("tpu:0", &d), DEVMM_EINVAL);
+  ck_assert_error_contains("unknown device 'tpu:0'");
+  ck_assert_int_eq(devmm_device_parse("cuda:x", &d), DEVMM_EINVAL);
+  ck_assert_error_contains("must be an integer");
+  ck_assert_int_eq(devmm_device_parse("cuda:-1", &d), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_device_format(d, buf, 2), DEVMM_EINVAL);
+}
+END_TEST
+
+Suite *resource_suite(void) {
+  Suite *s = suite_create("resource");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, resource_allocate_roundtrip);
+  tcase_add_test(tc, resource_refcount_and_destroy);
+  tcase_add_test(tc, resource_bad_input);
+  tcase_add_test(tc, device_parse_format);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+/* ================================================================ registry */
+
+START_TEST(registry_set_get_swap) {
+  devmm_registry_clear();
+  devmm_resource *r = testres_create(NULL), *got = NULL, *prev = (void *)1;
+  devmm_device cuda0 = {DEVMM_DEVICE_CUDA, 0};
+  ck_assert_int_eq(devmm_get_current_resource(cuda0, &got), DEVMM_ENOENT);
+  ck_assert_error_contains("no current resource for device cuda:0");
+  ck_assert_ptr_null(got);
+  ck_assert_int_eq(devmm_set_current_resource(CPU, r, &prev), DEVMM_OK);
+  ck_assert_ptr_null(prev);
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &got), DEVMM_OK);
+  ck_assert_ptr_eq(got, r);
+  ck_assert_int_eq(devmm_resource_refcount(r), 3); /* mine, registry's, got */
+  devmm_resource_release(got);
+  devmm_resource *r2 = testres_create(NULL);
+  ck_assert_int_eq(devmm_set_current_resource(CPU, r2, &prev), DEVMM_OK);
+  ck_assert_ptr_eq(prev, r); /* the previous one comes back, owned by the caller */
+  devmm_resource_release(prev);
+  ck_assert_int_eq(devmm_set_current_resource(CPU, NULL, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_resource_refcount(r2), 1);
+  ck_assert_int_eq(devmm_get_current_resource(CPU, NULL), DEVMM_EINVAL);
+  devmm_resource_release(r);
+  devmm_resource_release(r2);
+}
+END_TEST
+
+Suite *registry_suite(void) {
+  Suite *s = suite_create("registry");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, registry_set_get_swap);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+/* ================================================================ buffer */
+
+START_TEST(buffer_free_defers_to_last_hold) {
+  testres *s;
+  devmm_resource *r = testres_create(&s);
+  devmm_buffer *b;
+  ck_assert_int_eq(devmm_buffer_allocate(r, 64, 0, NULL, &b), DEVMM_OK);
+  ck_assert_ptr_nonnull(devmm_buffer_ptr(b));
+  ck_assert_int_eq(devmm_buffer_acquire(b), DEVMM_OK); /* an export */
+  devmm_buffer_free(b);
+  ck_assert_int_eq(devmm_buffer_is_freed(b), 1);
+  ck_assert_int_eq(devmm_buffer_is_live(b), 1); /* the export still holds the memory */
+  ck_assert_ptr_null(devmm_buffer_ptr(b));      /* but the owner can no longer use it */
+  ck_assert_int_eq(s->frees, 0);
+  devmm_buffer_free(b); /* twice: harmless */
+  ck_assert_int_eq(s->frees, 0);
+  ck_assert_int_eq(devmm_buffer_acquire(b), DEVMM_ESTATE);
+  ck_assert_error_contains("was freed");
+  devmm_buffer_unacquire(b); /* the export goes */
+  ck_assert_int_eq(s->frees, 1);
+  ck_assert_int_eq(devmm_buffer_is_live(b), 0);
+  devmm_buffer_release(b);
+  ck_assert_int_eq(s->frees, 1);
+  ck_assert_int_eq(s->live_bytes, 0);
+  devmm_resource_release(r);
+}
+END_TEST
+
+START_TEST(buffer_release_without_free_frees_once) {
+  testres *s;
+  devmm_resource *r = testres_create(&s);
+  devmm_buffer *b;
+  ck_assert_int_eq(devmm_buffer_allocate(r, 64, 0, NULL, &b), DEVMM_OK);
+  devmm_buffer_release(b);
+  ck_assert_int_eq(s->frees, 1);
+  ck_assert_int_eq(devmm_buffer_allocate(NULL, 64, 0, NULL, &b), DEVMM_EINVAL);
+  ck_assert_ptr_null(b);
+  s->fail_at = s->allocs + 1;
+  ck_assert_int_eq(devmm_buffer_allocate(r, 64, 0, NULL, &b), DEVMM_ENOMEM);
+  ck_assert_error_contains("injected failure");
+  ck_assert_ptr_null(b);
+  devmm_resource_release(r);
+}
+END_TEST
+
+START_TEST(tensor_empty_and_views) {
+  testres *s;
+  devmm_resource *r = testres_create(&s);
+  devmm_dtype f32;
+  devmm_dtype_parse("float32", &f32);
+  int64_t shape[2] = {4, 3};
+  devmm_layout l = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 128, 256);
+  devmm_tensor *t;
+  ck_assert_int_eq(devmm_tensor_empty(r, CPU, &l, 2, shape, f32, NULL, &t), DEVMM_OK);
+  ck_assert_int_eq(devmm_tensor_ndim(t), 2);
+  ck_assert_int_eq(devmm_tensor_strides(t)[0], 32);
+  ck_assert_int_eq(devmm_tensor_strides(t)[1], 1);
+  ck_assert_uint_eq(devmm_buffer_nbytes(devmm_tensor_buffer(t)), 512);
+  ck_assert_uint_eq((uintptr_t)devmm_tensor_data(t) % 256, 0);
+  ck_assert_uint_eq(devmm_tensor_size(t), 12);
+  ck_assert_int_eq(devmm_tensor_zero(t), DEVMM_OK);
+  ck_assert_int_eq(((float *)devmm_tensor_data(t))[31], 0.0f);
+  /* a second view of the same buffer that does not fit */
+  devmm_tensor *v;
+  int64_t vs[1] = {200}, vst[1] = {1};
+  ck_assert_int_eq(devmm_tensor_create(devmm_tensor_buffer(t), f32, 1, vs, vst, 0, 1, &v),
+                   DEVMM_EINVAL);
+  ck_assert_error_contains("does not fit in the buffer of 512 bytes");
+  vs[0] = 128;
+  ck_assert_int_eq(devmm_tensor_create(devmm_tensor_buffer(t), f32, 1, vs, vst, 0, 1, &v),
+                   DEVMM_OK);
+  ck_assert_int_eq(devmm_tensor_readonly(v), 1);
+  devmm_buffer_free(devmm_tensor_buffer(t));
+  ck_assert_ptr_null(devmm_tensor_data(v));
+  ck_assert_int_eq(devmm_tensor_zero(v), DEVMM_ESTATE);
+  ck_assert_int_eq(s->frees, 1);
+  devmm_tensor_destroy(v);
+  devmm_tensor_destroy(t);
+  /* errors */
+  devmm_dtype f4;
+  devmm_dtype_parse("float4_e2m1fn", &f4);
+  ck_assert_int_eq(devmm_tensor_empty(r, CPU, NULL, 2, shape, f4, NULL, &t), DEVMM_EINVAL);
+  ck_assert_error_contains("sub-byte");
+  int64_t bad[2] = {-1, 3};
+  ck_assert_int_eq(devmm_tensor_empty(r, CPU, NULL, 2, bad, f32, NULL, &t), DEVMM_EINVAL);
+  ck_assert_ptr_null(t);
+  devmm_registry_clear();
+  ck_assert_int_eq(devmm_tensor_empty(NULL, CPU, NULL, 2, shape, f32, NULL, &t), DEVMM_ENOENT);
+  ck_assert_int_eq(s->live_bytes, 0);
+  devmm_resource_release(r);
+}
+END_TEST
+
+Suite *buffer_suite(void) {
+  Suite *s = suite_create("buffer");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, buffer_free_defers_to_last_hold);
+  tcase_add_test(tc, buffer_release_without_free_frees_once);
+  tcase_add_test(tc, tensor_empty_and_views);
+  suite_add_tcase(s, tc);
+  return s;
+}
