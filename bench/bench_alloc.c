@@ -42,8 +42,15 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The floor of any run-time dispatch: malloc/free reached through one function pointer each,
+ * with no library in between (what a resource costs at the very least). */
+static int (*volatile floor_alloc)(devmm_resource *, size_t, size_t, devmm_stream,
+                                   void **) = m_alloc;
+static int (*volatile floor_free)(devmm_resource *, void *, size_t, size_t, devmm_stream) = m_free;
+#define FLOOR ((devmm_resource *)1)
+
 typedef struct {
-  devmm_resource *r; /* NULL: raw malloc/free */
+  devmm_resource *r; /* NULL: raw malloc/free; FLOOR: through function pointers */
   size_t size;
   long iters;
   double secs;
@@ -57,6 +64,16 @@ static void *loop(void *arg) {
       void *p = malloc(j->size);
       *(volatile char *)p = 1;
       free(p);
+    }
+  } else if (j->r == FLOOR) {
+    int (*a)(devmm_resource *, size_t, size_t, devmm_stream, void **) = floor_alloc;
+    int (*f)(devmm_resource *, void *, size_t, size_t, devmm_stream) = floor_free;
+    for (long i = 0; i < j->iters; i++) {
+      void *p;
+      if (a(NULL, j->size, 0, NULL, &p))
+        abort();
+      *(volatile char *)p = 1;
+      f(NULL, p, j->size, 0, NULL);
     }
   } else {
     for (long i = 0; i < j->iters; i++) {
@@ -154,9 +171,10 @@ int main(int argc, char **argv) {
   long iters = argc > 1 ? atol(argv[1]) : 2000000;
   devmm_device cpu = {DEVMM_DEVICE_CPU, 0};
   devmm_resource *plain, *stats, *lim, *track, *logr, *al, *fc, *ts, *full_t, *full_l, *full;
-  devmm_resource_create(&malloc_ops, NULL, cpu, "bench.malloc", DEVMM_RESOURCE_THREAD_SAFE,
-                        &plain);
+  devmm_resource_create(&malloc_ops, NULL, cpu, "bench.malloc", DEVMM_RESOURCE_THREAD_SAFE, &plain);
+  devmm_resource *sharded;
   devmm_statistics_adaptor_create(plain, &stats);
+  devmm_statistics_adaptor_create_ex(plain, DEVMM_STATISTICS_SHARDED, &sharded);
   devmm_limiting_adaptor_create(plain, (size_t)1 << 40, &lim);
   devmm_tracking_adaptor_create(plain, 0, &track);
   devmm_logging_adaptor_create(plain, "/dev/null", 0, &logr);
@@ -172,10 +190,16 @@ int main(int argc, char **argv) {
     devmm_resource *r;
     double target;
   } cfg[] = {
-      {"plain resource", plain, 1.10}, {"statistics", stats, 1.5},
-      {"limiting", lim, 0},            {"tracking", track, 0},
-      {"logging(/dev/null)", logr, 0}, {"aligned", al, 0},
-      {"failure_callback", fc, 0},     {"thread_safe", ts, 0},
+      {"(floor: 1 indirect call)", FLOOR, 0},
+      {"plain resource", plain, 1.10},
+      {"statistics", stats, 1.5},
+      {"statistics (sharded)", sharded, 0},
+      {"limiting", lim, 0},
+      {"tracking", track, 0},
+      {"logging(/dev/null)", logr, 0},
+      {"aligned", al, 0},
+      {"failure_callback", fc, 0},
+      {"thread_safe", ts, 0},
       {"full stack (stat+lim+track)", full, 3.0},
   };
   enum { NCFG = sizeof cfg / sizeof cfg[0] };
@@ -206,15 +230,18 @@ int main(int argc, char **argv) {
   }
 
   printf("\n2 threads, 64 B (throughput in M pairs/s)\n");
-  double raw1, raw2, st1, st2, full1, full2;
+  double raw1, raw2, st1, st2, sh1, sh2, full1, full2;
   measure(NULL, 64, 1, iters, &raw1);
   measure(NULL, 64, 2, iters, &raw2);
   measure(stats, 64, 1, iters, &st1);
   measure(stats, 64, 2, iters, &st2);
+  measure(sharded, 64, 1, iters, &sh1);
+  measure(sharded, 64, 2, iters, &sh2);
   measure(full, 64, 1, iters, &full1);
   measure(full, 64, 2, iters, &full2);
   printf("  raw malloc      1T %7.1f  2T %7.1f  scaling %.2fx\n", raw1, raw2, raw2 / raw1);
   printf("  statistics      1T %7.1f  2T %7.1f  scaling %.2fx\n", st1, st2, st2 / st1);
+  printf("  stats (sharded) 1T %7.1f  2T %7.1f  scaling %.2fx\n", sh1, sh2, sh2 / sh1);
   printf("  full stack      1T %7.1f  2T %7.1f  scaling %.2fx\n", full1, full2, full2 / full1);
 
   double meta = tracking_bytes_per_allocation(plain);
@@ -230,11 +257,14 @@ int main(int argc, char **argv) {
   printf("  %-28s >= 1.70x : %.2fx %s (raw malloc itself scales %.2fx here)\n",
          "statistics 2T/1T throughput", st2 / st1, st2 / st1 >= 1.7 ? "MET" : "MISSED",
          raw2 / raw1);
+  printf("  %-28s >= 1.70x : %.2fx %s\n", "stats (sharded) 2T/1T", sh2 / sh1,
+         sh2 / sh1 >= 1.7 ? "MET" : "MISSED");
   printf("  %-28s <= 64 B  : %.1f B %s\n", "tracking metadata", meta,
          meta <= 64 ? "MET" : "MISSED");
   printf("  %-28s <= 256 B : %.1f B %s\n", "Buffer + 2-d Tensor", bt, bt <= 256 ? "MET" : "MISSED");
 
-  devmm_resource *all[] = {full, full_t, full_l, ts, fc, al, logr, track, lim, stats, plain};
+  devmm_resource *all[] = {sharded, full, full_t, full_l, ts,    fc,
+                           al,      logr, track,  lim,    stats, plain};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     devmm_resource_release(all[i]);
   return 0;

@@ -8,8 +8,8 @@ typedef struct {
   size_t limit;
 } limiting;
 
-static int lim_allocate(devmm_resource *self, size_t bytes, size_t align,
-                        devmm_stream stream, void **out) {
+static int lim_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                        void **out) {
   limiting *l = self->ctx;
   size_t prev = atomic_fetch_add_explicit(&l->allocated, bytes, memory_order_relaxed);
   if (DEVMM__UNLIKELY(bytes > l->limit || prev > l->limit - bytes)) {
@@ -28,13 +28,12 @@ static int lim_allocate(devmm_resource *self, size_t bytes, size_t align,
   return rc;
 }
 
-static int lim_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                          size_t align, devmm_stream stream) {
+static int lim_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                          devmm_stream stream) {
   devmm_resource *up = self->upstream;
   int rc = up->ops.deallocate(up, ptr, bytes, align, stream);
   if (DEVMM__LIKELY(!rc))
-    atomic_fetch_sub_explicit(&((limiting *)self->ctx)->allocated, bytes,
-                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(&((limiting *)self->ctx)->allocated, bytes, memory_order_relaxed);
   return rc;
 }
 
@@ -53,14 +52,18 @@ static int lim_mem_info(devmm_resource *self, size_t *f, size_t *t) {
 static void lim_destroy(devmm_resource *self) { free(self->ctx); }
 
 static const devmm_resource_ops limiting_ops = {
-    sizeof(devmm_resource_ops), lim_allocate, lim_deallocate,
-    lim_mem_info,               devmm__forward_copy,
-    devmm__forward_memset,      devmm__forward_stream_wait,
-    devmm__forward_synchronize, lim_destroy,
+    sizeof(devmm_resource_ops),
+    lim_allocate,
+    lim_deallocate,
+    lim_mem_info,
+    devmm__forward_copy,
+    devmm__forward_memset,
+    devmm__forward_stream_wait,
+    devmm__forward_synchronize,
+    lim_destroy,
 };
 
-int devmm_limiting_adaptor_create(devmm_resource *upstream, size_t limit,
-                                  devmm_resource **out) {
+int devmm_limiting_adaptor_create(devmm_resource *upstream, size_t limit, devmm_resource **out) {
   limiting *l = malloc(sizeof *l);
   if (!l) {
     if (out)

@@ -13,31 +13,29 @@ typedef struct {
   int owned, auto_flush;
 } logging;
 
-static void log_line(devmm_resource *self, const char *action, void *ptr,
-                     size_t bytes, devmm_stream stream) {
+static void log_line(devmm_resource *self, const char *action, void *ptr, size_t bytes,
+                     devmm_stream stream) {
   logging *lg = self->ctx;
   struct timespec ts;
   struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
   localtime_r(&ts.tv_sec, &tm);
-  fprintf(lg->f, "%llu,%02d:%02d:%02d:%06ld,%s,%p,%zu,%p\n",
-          (unsigned long long)devmm__thread_id(), tm.tm_hour, tm.tm_min,
-          tm.tm_sec, ts.tv_nsec / 1000, action, ptr, bytes, stream);
+  fprintf(lg->f, "%llu,%02d:%02d:%02d:%06ld,%s,%p,%zu,%p\n", (unsigned long long)devmm__thread_id(),
+          tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, action, ptr, bytes, stream);
   if (lg->auto_flush)
     fflush(lg->f);
 }
 
-static int lg_allocate(devmm_resource *self, size_t bytes, size_t align,
-                       devmm_stream stream, void **out) {
+static int lg_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                       void **out) {
   devmm_resource *up = self->upstream;
   int rc = up->ops.allocate(up, bytes, align, stream, out);
-  log_line(self, rc ? "allocate failure" : "allocate", rc ? NULL : *out, bytes,
-           stream);
+  log_line(self, rc ? "allocate failure" : "allocate", rc ? NULL : *out, bytes, stream);
   return rc;
 }
 
-static int lg_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                         size_t align, devmm_stream stream) {
+static int lg_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                         devmm_stream stream) {
   devmm_resource *up = self->upstream;
   int rc = up->ops.deallocate(up, ptr, bytes, align, stream);
   log_line(self, rc ? "free failure" : "free", ptr, bytes, stream);
@@ -54,14 +52,19 @@ static void lg_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops logging_ops = {
-    sizeof(devmm_resource_ops), lg_allocate, lg_deallocate,
-    devmm__forward_mem_info,    devmm__forward_copy,
-    devmm__forward_memset,      devmm__forward_stream_wait,
-    devmm__forward_synchronize, lg_destroy,
+    sizeof(devmm_resource_ops),
+    lg_allocate,
+    lg_deallocate,
+    devmm__forward_mem_info,
+    devmm__forward_copy,
+    devmm__forward_memset,
+    devmm__forward_stream_wait,
+    devmm__forward_synchronize,
+    lg_destroy,
 };
 
-int devmm_logging_adaptor_create(devmm_resource *upstream, const char *path,
-                                 int auto_flush, devmm_resource **out) {
+int devmm_logging_adaptor_create(devmm_resource *upstream, const char *path, int auto_flush,
+                                 devmm_resource **out) {
   if (out)
     *out = NULL;
   if (!upstream || !out)
@@ -101,6 +104,5 @@ int devmm_logging_flush(devmm_resource *r) {
     return rc;
   return fflush(((logging *)r->ctx)->f) == 0
              ? DEVMM_OK
-             : devmm_set_error(DEVMM_EIO, "logging adaptor '%s': flush failed",
-                               r->name);
+             : devmm_set_error(DEVMM_EIO, "logging adaptor '%s': flush failed", r->name);
 }

@@ -25,8 +25,8 @@ typedef struct {
 
 static size_t bucket(uintptr_t p) { return (p >> 6) * 0x9E3779B97F4A7C15ull >> 56; }
 
-static int al_allocate(devmm_resource *self, size_t bytes, size_t align,
-                       devmm_stream stream, void **out) {
+static int al_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                       void **out) {
   aligned *a = self->ctx;
   devmm_resource *up = self->upstream;
   if (bytes < a->threshold || align >= a->alignment)
@@ -63,8 +63,8 @@ static int al_allocate(devmm_resource *self, size_t bytes, size_t align,
   return DEVMM_OK;
 }
 
-static int al_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                         size_t align, devmm_stream stream) {
+static int al_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                         devmm_stream stream) {
   aligned *a = self->ctx;
   devmm_resource *up = self->upstream;
   moved *m = NULL;
@@ -100,14 +100,19 @@ static void al_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops aligned_ops = {
-    sizeof(devmm_resource_ops), al_allocate, al_deallocate,
-    devmm__forward_mem_info,    devmm__forward_copy,
-    devmm__forward_memset,      devmm__forward_stream_wait,
-    devmm__forward_synchronize, al_destroy,
+    sizeof(devmm_resource_ops),
+    al_allocate,
+    al_deallocate,
+    devmm__forward_mem_info,
+    devmm__forward_copy,
+    devmm__forward_memset,
+    devmm__forward_stream_wait,
+    devmm__forward_synchronize,
+    al_destroy,
 };
 
-int devmm_aligned_adaptor_create(devmm_resource *upstream, size_t alignment,
-                                 size_t threshold, devmm_resource **out) {
+int devmm_aligned_adaptor_create(devmm_resource *upstream, size_t alignment, size_t threshold,
+                                 devmm_resource **out) {
   if (out)
     *out = NULL;
   if (!alignment || (alignment & (alignment - 1)))
@@ -136,8 +141,8 @@ typedef struct {
   void *user;
 } failure;
 
-static int fc_allocate(devmm_resource *self, size_t bytes, size_t align,
-                       devmm_stream stream, void **out) {
+static int fc_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                       void **out) {
   failure *f = self->ctx;
   devmm_resource *up = self->upstream;
   int rc;
@@ -148,14 +153,15 @@ static int fc_allocate(devmm_resource *self, size_t bytes, size_t align,
     char msg[DEVMM__MSG_MAX];
     snprintf(msg, sizeof msg, "%s", devmm_last_error());
     if (!f->cb(bytes, attempt, f->user))
-      return devmm_set_error(rc, "%s (failure callback gave up after %d "
-                             "%s)", msg, attempt + 1,
-                             attempt ? "attempts" : "attempt");
+      return devmm_set_error(rc,
+                             "%s (failure callback gave up after %d "
+                             "%s)",
+                             msg, attempt + 1, attempt ? "attempts" : "attempt");
   }
 }
 
-static int fc_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                         size_t align, devmm_stream stream) {
+static int fc_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                         devmm_stream stream) {
   devmm_resource *up = self->upstream;
   return up->ops.deallocate(up, ptr, bytes, align, stream);
 }
@@ -163,15 +169,19 @@ static int fc_deallocate(devmm_resource *self, void *ptr, size_t bytes,
 static void fc_destroy(devmm_resource *self) { free(self->ctx); }
 
 static const devmm_resource_ops failure_ops = {
-    sizeof(devmm_resource_ops), fc_allocate, fc_deallocate,
-    devmm__forward_mem_info,    devmm__forward_copy,
-    devmm__forward_memset,      devmm__forward_stream_wait,
-    devmm__forward_synchronize, fc_destroy,
+    sizeof(devmm_resource_ops),
+    fc_allocate,
+    fc_deallocate,
+    devmm__forward_mem_info,
+    devmm__forward_copy,
+    devmm__forward_memset,
+    devmm__forward_stream_wait,
+    devmm__forward_synchronize,
+    fc_destroy,
 };
 
-int devmm_failure_callback_adaptor_create(devmm_resource *upstream,
-                                          devmm_failure_callback cb, void *user,
-                                          devmm_resource **out) {
+int devmm_failure_callback_adaptor_create(devmm_resource *upstream, devmm_failure_callback cb,
+                                          void *user, devmm_resource **out) {
   if (out)
     *out = NULL;
   if (!cb)
@@ -189,32 +199,30 @@ int devmm_failure_callback_adaptor_create(devmm_resource *upstream,
 
 /* ================================================================ thread-safe */
 
-#define LOCKED(self, call)                                                     \
-  do {                                                                         \
-    pthread_mutex_t *m_ = (self)->ctx;                                         \
-    pthread_mutex_lock(m_);                                                    \
-    int rc_ = (call);                                                          \
-    pthread_mutex_unlock(m_);                                                  \
-    return rc_;                                                                \
+#define LOCKED(self, call)                                                                         \
+  do {                                                                                             \
+    pthread_mutex_t *m_ = (self)->ctx;                                                             \
+    pthread_mutex_lock(m_);                                                                        \
+    int rc_ = (call);                                                                              \
+    pthread_mutex_unlock(m_);                                                                      \
+    return rc_;                                                                                    \
   } while (0)
 
-static int ts_allocate(devmm_resource *self, size_t bytes, size_t align,
-                       devmm_stream stream, void **out) {
+static int ts_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                       void **out) {
   LOCKED(self, self->upstream->ops.allocate(self->upstream, bytes, align, stream, out));
 }
-static int ts_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                         size_t align, devmm_stream stream) {
+static int ts_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                         devmm_stream stream) {
   LOCKED(self, self->upstream->ops.deallocate(self->upstream, ptr, bytes, align, stream));
 }
 static int ts_mem_info(devmm_resource *self, size_t *f, size_t *t) {
   LOCKED(self, devmm__forward_mem_info(self, f, t));
 }
-static int ts_copy(devmm_resource *self, void *d, const void *s, size_t n,
-                   devmm_stream st) {
+static int ts_copy(devmm_resource *self, void *d, const void *s, size_t n, devmm_stream st) {
   LOCKED(self, devmm__forward_copy(self, d, s, n, st));
 }
-static int ts_memset(devmm_resource *self, void *d, int v, size_t n,
-                     devmm_stream st) {
+static int ts_memset(devmm_resource *self, void *d, int v, size_t n, devmm_stream st) {
   LOCKED(self, devmm__forward_memset(self, d, v, n, st));
 }
 static int ts_stream_wait(devmm_resource *self, devmm_stream a, devmm_stream b) {
@@ -229,13 +237,18 @@ static void ts_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops thread_safe_ops = {
-    sizeof(devmm_resource_ops), ts_allocate,   ts_deallocate,  ts_mem_info,
-    ts_copy,                    ts_memset,     ts_stream_wait, ts_synchronize,
+    sizeof(devmm_resource_ops),
+    ts_allocate,
+    ts_deallocate,
+    ts_mem_info,
+    ts_copy,
+    ts_memset,
+    ts_stream_wait,
+    ts_synchronize,
     ts_destroy,
 };
 
-int devmm_thread_safe_adaptor_create(devmm_resource *upstream,
-                                     devmm_resource **out) {
+int devmm_thread_safe_adaptor_create(devmm_resource *upstream, devmm_resource **out) {
   if (out)
     *out = NULL;
   pthread_mutex_t *m = malloc(sizeof *m);

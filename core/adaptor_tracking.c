@@ -126,8 +126,8 @@ static void node_put(tracking *tr, node *n) {
 
 /* ------------------------------------------------------------------ ops */
 
-static int tr_allocate(devmm_resource *self, size_t bytes, size_t align,
-                       devmm_stream stream, void **out) {
+static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                       void **out) {
   tracking *tr = self->ctx;
   frames *bt = NULL;
   if (tr->backtraces) {
@@ -173,8 +173,8 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align,
   return DEVMM_OK;
 }
 
-static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes,
-                         size_t align, devmm_stream stream) {
+static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                         devmm_stream stream) {
   tracking *tr = self->ctx;
   pthread_mutex_lock(&tr->lock);
   node *n = erase(&tr->root, (uintptr_t)ptr);
@@ -226,14 +226,19 @@ static void tr_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops tracking_ops = {
-    sizeof(devmm_resource_ops), tr_allocate, tr_deallocate,
-    devmm__forward_mem_info,    devmm__forward_copy,
-    devmm__forward_memset,      devmm__forward_stream_wait,
-    devmm__forward_synchronize, tr_destroy,
+    sizeof(devmm_resource_ops),
+    tr_allocate,
+    tr_deallocate,
+    devmm__forward_mem_info,
+    devmm__forward_copy,
+    devmm__forward_memset,
+    devmm__forward_stream_wait,
+    devmm__forward_synchronize,
+    tr_destroy,
 };
 
-int devmm_tracking_adaptor_create(devmm_resource *upstream,
-                                  int capture_backtraces, devmm_resource **out) {
+int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtraces,
+                                  devmm_resource **out) {
   tracking *tr = calloc(1, sizeof *tr);
   if (!tr) {
     if (out)
@@ -270,8 +275,7 @@ static void fill_info(const tracking *tr, const node *n, devmm_allocation_info *
   }
 }
 
-int devmm_tracking_lookup(devmm_resource *r, const void *addr,
-                          devmm_allocation_info *out) {
+int devmm_tracking_lookup(devmm_resource *r, const void *addr, devmm_allocation_info *out) {
   int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
   if (rc)
     return rc;
@@ -306,8 +310,8 @@ int devmm_tracking_outstanding(devmm_resource *r, size_t *count, size_t *bytes) 
 }
 
 /* In-order walk: recursion on the left child only; the treap's depth is O(log n) expected. */
-static int walk(const tracking *tr, node *t,
-                int (*fn)(const devmm_allocation_info *, void *), void *user) {
+static int walk(const tracking *tr, node *t, int (*fn)(const devmm_allocation_info *, void *),
+                void *user) {
   while (t) {
     int rc = walk(tr, t->l, fn, user);
     if (rc)
@@ -321,8 +325,7 @@ static int walk(const tracking *tr, node *t,
   return 0;
 }
 
-int devmm_tracking_foreach(devmm_resource *r,
-                           int (*fn)(const devmm_allocation_info *, void *),
+int devmm_tracking_foreach(devmm_resource *r, int (*fn)(const devmm_allocation_info *, void *),
                            void *user) {
   int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
   if (rc)
@@ -364,8 +367,7 @@ int devmm_tracking_report(devmm_resource *r, char **out) {
     return devmm_set_error(DEVMM_ENOMEM, "devmm_tracking_report: out of memory");
   tracking *tr = r->ctx;
   pthread_mutex_lock(&tr->lock);
-  fprintf(f, "%s: %zu outstanding allocations, %zu bytes\n", r->name, tr->count,
-          tr->bytes);
+  fprintf(f, "%s: %zu outstanding allocations, %zu bytes\n", r->name, tr->count, tr->bytes);
   walk(tr, tr->root, report_one, f);
   pthread_mutex_unlock(&tr->lock);
   fclose(f);

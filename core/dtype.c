@@ -40,33 +40,28 @@ static const dtype_entry dtypes[] = {
 
 size_t devmm_dtype_count(void) { return NDTYPES; }
 
-const char *devmm_dtype_name_at(size_t i) {
-  return i < NDTYPES ? dtypes[i].name : NULL;
-}
+const char *devmm_dtype_name_at(size_t i) { return i < NDTYPES ? dtypes[i].name : NULL; }
 
 int devmm_dtype_parse(const char *name, devmm_dtype *t) {
   if (!name || !t)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_dtype_parse: %s is NULL",
-                           !name ? "name" : "t");
+    return devmm_set_error(DEVMM_EINVAL, "devmm_dtype_parse: %s is NULL", !name ? "name" : "t");
   for (size_t i = 0; i < NDTYPES; i++)
     if (strcmp(name, dtypes[i].name) == 0) {
       *t = dtypes[i].t;
       return DEVMM_OK;
     }
-  return devmm_set_error(
-      DEVMM_EINVAL,
-      "unknown dtype '%.64s': expected one of int8..int64, uint8..uint64, "
-      "float16, float32, float64, bfloat16, complex64, complex128, bool, "
-      "float8_e4m3fn, float8_e5m2 (and the other DLPack 1.1 float8/6/4 names)",
-      name);
+  return devmm_set_error(DEVMM_EINVAL,
+                         "unknown dtype '%.64s': expected one of int8..int64, uint8..uint64, "
+                         "float16, float32, float64, bfloat16, complex64, complex128, bool, "
+                         "float8_e4m3fn, float8_e5m2 (and the other DLPack 1.1 float8/6/4 names)",
+                         name);
 }
 
 int devmm_dtype_format(devmm_dtype t, char *buf, size_t cap) {
   if (!buf || cap == 0)
     return devmm_set_error(DEVMM_EINVAL, "devmm_dtype_format: empty buffer");
   for (size_t i = 0; i < NDTYPES; i++)
-    if (dtypes[i].t.code == t.code && dtypes[i].t.bits == t.bits &&
-        t.lanes == 1) {
+    if (dtypes[i].t.code == t.code && dtypes[i].t.bits == t.bits && t.lanes == 1) {
       size_t n = strlen(dtypes[i].name);
       if (n + 1 > cap)
         return devmm_set_error(DEVMM_EINVAL,
@@ -85,8 +80,7 @@ int devmm_dtype_format(devmm_dtype t, char *buf, size_t cap) {
 
 size_t devmm_dtype_itemsize(devmm_dtype t) {
   for (size_t i = 0; i < NDTYPES; i++)
-    if (dtypes[i].t.code == t.code && dtypes[i].t.bits == t.bits &&
-        t.lanes == 1)
+    if (dtypes[i].t.code == t.code && dtypes[i].t.bits == t.bits && t.lanes == 1)
       return t.bits % 8 ? 0 : t.bits / 8;
   return 0;
 }

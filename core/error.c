@@ -18,8 +18,8 @@ void devmm_clear_error(void) {
 
 const char *devmm_status_name(int status) {
   switch (status) {
-#define DEVMM__STATUS_NAME(name, value, text)                                  \
-  case value:                                                                  \
+#define DEVMM__STATUS_NAME(name, value, text)                                                      \
+  case value:                                                                                      \
     return "DEVMM_" #name;
     DEVMM_STATUS_MAP(DEVMM__STATUS_NAME)
 #undef DEVMM__STATUS_NAME
@@ -30,8 +30,8 @@ const char *devmm_status_name(int status) {
 
 const char *devmm_strerror(int status) {
   switch (status) {
-#define DEVMM__STATUS_TEXT(name, value, text)                                  \
-  case value:                                                                  \
+#define DEVMM__STATUS_TEXT(name, value, text)                                                      \
+  case value:                                                                                      \
     return text;
     DEVMM_STATUS_MAP(DEVMM__STATUS_TEXT)
 #undef DEVMM__STATUS_TEXT

@@ -24,21 +24,18 @@ struct devmm_resource {
 };
 
 /* Creates an adaptor resource over upstream (retained), named "<prefix>(<upstream name>)". */
-int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx,
-                          devmm_resource *upstream, const char *prefix,
-                          devmm_resource **out);
+int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx, devmm_resource *upstream,
+                          const char *prefix, devmm_resource **out);
 /* Forwarding ops for adaptors: pass the optional operations to the upstream. */
 int devmm__forward_mem_info(devmm_resource *self, size_t *f, size_t *t);
-int devmm__forward_copy(devmm_resource *self, void *dst, const void *src,
-                        size_t bytes, devmm_stream stream);
-int devmm__forward_memset(devmm_resource *self, void *dst, int value,
-                          size_t bytes, devmm_stream stream);
-int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a,
-                               devmm_stream b);
+int devmm__forward_copy(devmm_resource *self, void *dst, const void *src, size_t bytes,
+                        devmm_stream stream);
+int devmm__forward_memset(devmm_resource *self, void *dst, int value, size_t bytes,
+                          devmm_stream stream);
+int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a, devmm_stream b);
 int devmm__forward_synchronize(devmm_resource *self, devmm_stream s);
 /* Checks that r is an adaptor of the given kind; sets an error naming `what` if not. */
-int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind,
-                      const char *what);
+int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what);
 
 /* Hook run by the registry when no resource is set for a device (installed by init.c). */
 int devmm__registry_fallback(devmm_device device, devmm_resource **out);

@@ -16,11 +16,9 @@ devmm_layout devmm_layout_strided(int ndim, const int64_t *strides) {
   return l;
 }
 
-devmm_layout devmm_layout_aligned(devmm_layout_kind inner,
-                                  size_t unit_stride_alignment,
+devmm_layout devmm_layout_aligned(devmm_layout_kind inner, size_t unit_stride_alignment,
                                   size_t base_alignment) {
-  devmm_layout l = {DEVMM_LAYOUT_ALIGNED, inner, 0, NULL, unit_stride_alignment,
-                    base_alignment};
+  devmm_layout l = {DEVMM_LAYOUT_ALIGNED, inner, 0, NULL, unit_stride_alignment, base_alignment};
   return l;
 }
 
@@ -29,8 +27,8 @@ static int is_pow2(size_t x) { return x && !(x & (x - 1)); }
 /* Contiguous strides in the order given by `order` (indices from fastest to slowest), with the
  * unit-stride extent padded to `pad` elements (0: no padding). Zero extents count as 1 so the
  * strides stay meaningful, as numpy does. */
-static int contiguous(int ndim, const int64_t *shape, int column_major,
-                      int64_t pad, int64_t *strides, int64_t *outer_extent) {
+static int contiguous(int ndim, const int64_t *shape, int column_major, int64_t pad,
+                      int64_t *strides, int64_t *outer_extent) {
   int64_t s = 1;
   for (int k = 0; k < ndim; k++) {
     int i = column_major ? k : ndim - 1 - k;
@@ -48,21 +46,17 @@ static int contiguous(int ndim, const int64_t *shape, int column_major,
   return DEVMM_OK;
 }
 
-int devmm_layout_compute(const devmm_layout *layout, int ndim,
-                         const int64_t *shape, size_t itemsize,
-                         int64_t *strides_out, devmm_layout_result *result) {
+int devmm_layout_compute(const devmm_layout *layout, int ndim, const int64_t *shape,
+                         size_t itemsize, int64_t *strides_out, devmm_layout_result *result) {
   if (!layout || !result || (ndim > 0 && (!shape || !strides_out)))
-    return devmm_set_error(DEVMM_EINVAL,
-                           "devmm_layout_compute: layout, result, shape and "
-                           "strides must not be NULL");
+    return devmm_set_error(DEVMM_EINVAL, "devmm_layout_compute: layout, result, shape and "
+                                         "strides must not be NULL");
   if (ndim < 0 || ndim > DEVMM_MAX_NDIM)
-    return devmm_set_error(DEVMM_EINVAL,
-                           "layout: ndim %d out of range: expected 0..%d",
-                           ndim, DEVMM_MAX_NDIM);
+    return devmm_set_error(DEVMM_EINVAL, "layout: ndim %d out of range: expected 0..%d", ndim,
+                           DEVMM_MAX_NDIM);
   if (itemsize == 0)
-    return devmm_set_error(DEVMM_EINVAL,
-                           "layout: itemsize 0: expected a dtype of at least "
-                           "one byte (sub-byte dtypes cannot be laid out)");
+    return devmm_set_error(DEVMM_EINVAL, "layout: itemsize 0: expected a dtype of at least "
+                                         "one byte (sub-byte dtypes cannot be laid out)");
   int64_t nelems = 1;
   int empty = 0;
   for (int i = 0; i < ndim; i++) {
@@ -89,8 +83,7 @@ int devmm_layout_compute(const devmm_layout *layout, int ndim,
     break;
   case DEVMM_LAYOUT_ALIGNED: {
     size_t a = layout->unit_stride_alignment;
-    if (layout->inner != DEVMM_LAYOUT_ROW_MAJOR &&
-        layout->inner != DEVMM_LAYOUT_COLUMN_MAJOR)
+    if (layout->inner != DEVMM_LAYOUT_ROW_MAJOR && layout->inner != DEVMM_LAYOUT_COLUMN_MAJOR)
       return devmm_set_error(DEVMM_EINVAL,
                              "layout: Aligned needs RowMajor or ColumnMajor "
                              "as its inner layout (got kind %d)",
@@ -128,8 +121,8 @@ int devmm_layout_compute(const devmm_layout *layout, int ndim,
                                  "expected strides >= 0",
                                  i, (long long)s);
         strides_out[i] = s;
-        if (shape[i] > 0 && (__builtin_mul_overflow(shape[i] - 1, s, &t) ||
-                             __builtin_add_overflow(last, t, &last)))
+        if (shape[i] > 0 &&
+            (__builtin_mul_overflow(shape[i] - 1, s, &t) || __builtin_add_overflow(last, t, &last)))
           return devmm_set_error(DEVMM_EOVERFLOW,
                                  "layout: stride[%d] = %lld overflows the "
                                  "span",
@@ -139,8 +132,7 @@ int devmm_layout_compute(const devmm_layout *layout, int ndim,
     }
     goto span;
   default:
-    return devmm_set_error(DEVMM_EINVAL, "layout: unknown layout kind %d",
-                           (int)layout->kind);
+    return devmm_set_error(DEVMM_EINVAL, "layout: unknown layout kind %d", (int)layout->kind);
   }
   {
     int rc = contiguous(ndim, shape, colmajor, pad, strides_out, &outer);
@@ -150,8 +142,7 @@ int devmm_layout_compute(const devmm_layout *layout, int ndim,
 span:
   if (empty)
     outer = 0;
-  if (__builtin_mul_overflow((uint64_t)outer, (uint64_t)itemsize,
-                             &result->span_bytes))
+  if (__builtin_mul_overflow((uint64_t)outer, (uint64_t)itemsize, &result->span_bytes))
     return devmm_set_error(DEVMM_EOVERFLOW,
                            "layout: the span of %lld elements of %zu bytes "
                            "overflows size_t",

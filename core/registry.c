@@ -17,8 +17,7 @@ static int nentries;
 
 static entry *find(devmm_device d) {
   for (int i = 0; i < nentries; i++)
-    if (table[i].device.device_type == d.device_type &&
-        table[i].device.device_id == d.device_id)
+    if (table[i].device.device_type == d.device_type && table[i].device.device_id == d.device_id)
       return &table[i];
   return NULL;
 }
@@ -39,8 +38,7 @@ int devmm_get_current_resource(devmm_device device, devmm_resource **out) {
   return devmm__registry_fallback(device, out);
 }
 
-int devmm_set_current_resource(devmm_device device, devmm_resource *r,
-                               devmm_resource **previous) {
+int devmm_set_current_resource(devmm_device device, devmm_resource *r, devmm_resource **previous) {
   devmm_resource *old = NULL;
   pthread_mutex_lock(&lock);
   entry *e = find(device);
@@ -54,8 +52,7 @@ int devmm_set_current_resource(devmm_device device, devmm_resource *r,
   } else if (r) {
     if (nentries == MAX_ENTRIES) {
       pthread_mutex_unlock(&lock);
-      return devmm_set_error(DEVMM_ENOMEM,
-                             "registry: more than %d devices", MAX_ENTRIES);
+      return devmm_set_error(DEVMM_ENOMEM, "registry: more than %d devices", MAX_ENTRIES);
     }
     table[nentries].device = device;
     table[nentries++].resource = devmm_resource_retain(r);

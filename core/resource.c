@@ -32,15 +32,13 @@ uint64_t devmm__thread_id(void) {
 
 /* ===================================================================== lifetime */
 
-static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
-                  const char *name, unsigned flags, devmm_resource *upstream,
-                  devmm_resource **out) {
+static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device, const char *name,
+                  unsigned flags, devmm_resource *upstream, devmm_resource **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_resource_create: out is NULL");
   *out = NULL;
   if (!ops || !name)
-    return devmm_set_error(DEVMM_EINVAL,
-                           "devmm_resource_create: %s is NULL",
+    return devmm_set_error(DEVMM_EINVAL, "devmm_resource_create: %s is NULL",
                            !ops ? "ops" : "name");
   if (ops->struct_size < offsetof(devmm_resource_ops, mem_info) ||
       ops->struct_size > sizeof(devmm_resource_ops) * 4)
@@ -59,8 +57,7 @@ static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
   if (!r || !n) {
     free(r);
     free(n);
-    return devmm_set_error(DEVMM_ENOMEM,
-                           "resource '%.64s': out of host memory", name);
+    return devmm_set_error(DEVMM_ENOMEM, "resource '%.64s': out of host memory", name);
   }
   size_t sz = ops->struct_size < sizeof r->ops ? ops->struct_size : sizeof r->ops;
   memcpy(&r->ops, ops, sz);
@@ -76,25 +73,21 @@ static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
   return DEVMM_OK;
 }
 
-int devmm_resource_create(const devmm_resource_ops *ops, void *ctx,
-                          devmm_device device, const char *name, unsigned flags,
-                          devmm_resource **out) {
+int devmm_resource_create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
+                          const char *name, unsigned flags, devmm_resource **out) {
   return create(ops, ctx, device, name, flags, NULL, out);
 }
 
-int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx,
-                          devmm_resource *upstream, const char *prefix,
-                          devmm_resource **out) {
+int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx, devmm_resource *upstream,
+                          const char *prefix, devmm_resource **out) {
   if (!upstream) {
     if (out)
       *out = NULL;
-    return devmm_set_error(DEVMM_EINVAL, "%s adaptor: upstream is NULL",
-                           prefix);
+    return devmm_set_error(DEVMM_EINVAL, "%s adaptor: upstream is NULL", prefix);
   }
   char name[256];
   snprintf(name, sizeof name, "%s(%s)", prefix, upstream->name);
-  return create(ops, ctx, upstream->device, name, upstream->flags, upstream,
-                out);
+  return create(ops, ctx, upstream->device, name, upstream->flags, upstream, out);
 }
 
 devmm_resource *devmm_resource_retain(devmm_resource *r) {
@@ -120,33 +113,26 @@ devmm_device devmm_resource_device(const devmm_resource *r) {
 }
 const char *devmm_resource_name(const devmm_resource *r) { return r ? r->name : "(null)"; }
 unsigned devmm_resource_flags(const devmm_resource *r) { return r ? r->flags : 0; }
-devmm_resource *devmm_resource_upstream(const devmm_resource *r) {
-  return r ? r->upstream : NULL;
-}
-long devmm_resource_refcount(const devmm_resource *r) {
-  return r ? atomic_load(&r->refs) : 0;
-}
+devmm_resource *devmm_resource_upstream(const devmm_resource *r) { return r ? r->upstream : NULL; }
+long devmm_resource_refcount(const devmm_resource *r) { return r ? atomic_load(&r->refs) : 0; }
 
-int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind,
-                      const char *what) {
+int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "expected a %s, got NULL", what);
   if (r->kind != kind)
-    return devmm_set_error(DEVMM_EINVAL, "resource '%s' is not a %s", r->name,
-                           what);
+    return devmm_set_error(DEVMM_EINVAL, "resource '%s' is not a %s", r->name, what);
   return DEVMM_OK;
 }
 
 /* ===================================================================== operations */
 
-int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment,
-                   devmm_stream stream, void **out) {
+int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
+                   void **out) {
   if (DEVMM__UNLIKELY(!r || !out || (alignment & (alignment - 1)))) {
     if (out)
       *out = NULL;
     if (!r || !out)
-      return devmm_set_error(DEVMM_EINVAL, "devmm_allocate: %s is NULL",
-                             !r ? "resource" : "out");
+      return devmm_set_error(DEVMM_EINVAL, "devmm_allocate: %s is NULL", !r ? "resource" : "out");
     return devmm_set_error(DEVMM_EINVAL,
                            "devmm_allocate: alignment %zu is not a power of "
                            "two (resource '%s')",
@@ -159,8 +145,8 @@ int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment,
   return r->ops.allocate(r, bytes, alignment, stream, out);
 }
 
-int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes,
-                     size_t alignment, devmm_stream stream) {
+int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
+                     devmm_stream stream) {
   if (DEVMM__UNLIKELY(!r))
     return devmm_set_error(DEVMM_EINVAL, "devmm_deallocate: resource is NULL");
   if (DEVMM__UNLIKELY(!ptr))
@@ -168,14 +154,12 @@ int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes,
   return r->ops.deallocate(r, ptr, bytes, alignment, stream);
 }
 
-#define DEVMM__OPTIONAL(r, op, what)                                           \
-  do {                                                                         \
-    if (!(r))                                                                  \
-      return devmm_set_error(DEVMM_EINVAL, "devmm_" what ": resource is NULL"); \
-    if (!(r)->ops.op)                                                          \
-      return devmm_set_error(DEVMM_ENOTSUP,                                    \
-                             "resource '%s' does not support " what,           \
-                             (r)->name);                                       \
+#define DEVMM__OPTIONAL(r, op, what)                                                               \
+  do {                                                                                             \
+    if (!(r))                                                                                      \
+      return devmm_set_error(DEVMM_EINVAL, "devmm_" what ": resource is NULL");                    \
+    if (!(r)->ops.op)                                                                              \
+      return devmm_set_error(DEVMM_ENOTSUP, "resource '%s' does not support " what, (r)->name);    \
   } while (0)
 
 int devmm_mem_info(devmm_resource *r, size_t *f, size_t *t) {
@@ -185,19 +169,16 @@ int devmm_mem_info(devmm_resource *r, size_t *f, size_t *t) {
   return r->ops.mem_info(r, f, t);
 }
 
-int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t bytes,
-               devmm_stream stream) {
+int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t bytes, devmm_stream stream) {
   DEVMM__OPTIONAL(r, copy, "copy");
   if (!bytes)
     return DEVMM_OK;
   if (!dst || !src)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_copy: %s is NULL",
-                           !dst ? "dst" : "src");
+    return devmm_set_error(DEVMM_EINVAL, "devmm_copy: %s is NULL", !dst ? "dst" : "src");
   return r->ops.copy(r, dst, src, bytes, stream);
 }
 
-int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
-                 devmm_stream stream) {
+int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes, devmm_stream stream) {
   DEVMM__OPTIONAL(r, memset, "memset");
   if (!bytes)
     return DEVMM_OK;
@@ -206,8 +187,7 @@ int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
   return r->ops.memset(r, dst, value, bytes, stream);
 }
 
-int devmm_stream_wait(devmm_resource *r, devmm_stream waiter,
-                      devmm_stream waitee) {
+int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "devmm_stream_wait: resource is NULL");
   return r->ops.stream_wait ? r->ops.stream_wait(r, waiter, waitee) : DEVMM_OK;
@@ -222,16 +202,15 @@ int devmm_synchronize(devmm_resource *r, devmm_stream stream) {
 int devmm__forward_mem_info(devmm_resource *self, size_t *f, size_t *t) {
   return devmm_mem_info(self->upstream, f, t);
 }
-int devmm__forward_copy(devmm_resource *self, void *dst, const void *src,
-                        size_t bytes, devmm_stream stream) {
+int devmm__forward_copy(devmm_resource *self, void *dst, const void *src, size_t bytes,
+                        devmm_stream stream) {
   return devmm_copy(self->upstream, dst, src, bytes, stream);
 }
-int devmm__forward_memset(devmm_resource *self, void *dst, int value,
-                          size_t bytes, devmm_stream stream) {
+int devmm__forward_memset(devmm_resource *self, void *dst, int value, size_t bytes,
+                          devmm_stream stream) {
   return devmm_memset(self->upstream, dst, value, bytes, stream);
 }
-int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a,
-                               devmm_stream b) {
+int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a, devmm_stream b) {
   return devmm_stream_wait(self->upstream, a, b);
 }
 int devmm__forward_synchronize(devmm_resource *self, devmm_stream s) {
@@ -260,12 +239,10 @@ int devmm_device_format(devmm_device d, char *buf, size_t cap) {
     if (device_names[i].type == d.device_type) {
       int n = d.device_type == DEVMM_DEVICE_CPU && d.device_id == 0
                   ? snprintf(buf, cap, "cpu")
-                  : snprintf(buf, cap, "%s:%d", device_names[i].name,
-                             (int)d.device_id);
+                  : snprintf(buf, cap, "%s:%d", device_names[i].name, (int)d.device_id);
       return n >= 0 && (size_t)n < cap
                  ? DEVMM_OK
-                 : devmm_set_error(DEVMM_EINVAL,
-                                   "devmm_device_format: buffer too small");
+                 : devmm_set_error(DEVMM_EINVAL, "devmm_device_format: buffer too small");
     }
   snprintf(buf, cap, "device%d:%d", (int)d.device_type, (int)d.device_id);
   return DEVMM_OK;
@@ -273,13 +250,11 @@ int devmm_device_format(devmm_device d, char *buf, size_t cap) {
 
 int devmm_device_parse(const char *text, devmm_device *d) {
   if (!text || !d)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_device_parse: %s is NULL",
-                           !text ? "text" : "d");
+    return devmm_set_error(DEVMM_EINVAL, "devmm_device_parse: %s is NULL", !text ? "text" : "d");
   const char *colon = strchr(text, ':');
   size_t n = colon ? (size_t)(colon - text) : strlen(text);
   for (size_t i = 0; i < NDEVNAMES; i++)
-    if (strlen(device_names[i].name) == n &&
-        strncmp(text, device_names[i].name, n) == 0) {
+    if (strlen(device_names[i].name) == n && strncmp(text, device_names[i].name, n) == 0) {
       long id = 0;
       if (colon) {
         char *end;

@@ -31,8 +31,8 @@ struct devmm_tensor {
 
 /* ================================================================ buffer */
 
-int devmm_buffer_allocate(devmm_resource *r, size_t nbytes, size_t alignment,
-                          devmm_stream stream, devmm_buffer **out) {
+int devmm_buffer_allocate(devmm_resource *r, size_t nbytes, size_t alignment, devmm_stream stream,
+                          devmm_buffer **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_allocate: out is NULL");
   *out = NULL;
@@ -117,9 +117,7 @@ void *devmm_buffer_ptr(const devmm_buffer *b) {
   return b && !devmm_buffer_is_freed(b) ? b->ptr : NULL;
 }
 size_t devmm_buffer_nbytes(const devmm_buffer *b) { return b ? b->nbytes : 0; }
-devmm_resource *devmm_buffer_resource(const devmm_buffer *b) {
-  return b ? b->resource : NULL;
-}
+devmm_resource *devmm_buffer_resource(const devmm_buffer *b) { return b ? b->resource : NULL; }
 devmm_device devmm_buffer_device(const devmm_buffer *b) {
   devmm_device none = {0, 0};
   return b ? b->device : none;
@@ -128,17 +126,16 @@ devmm_stream devmm_buffer_stream(const devmm_buffer *b) { return b ? b->stream :
 
 /* ================================================================ tensor */
 
-int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
-                        const int64_t *shape, const int64_t *strides,
-                        size_t byte_offset, int readonly, devmm_tensor **out) {
+int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim, const int64_t *shape,
+                        const int64_t *strides, size_t byte_offset, int readonly,
+                        devmm_tensor **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_create: out is NULL");
   *out = NULL;
   if (!buf)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_create: buffer is NULL");
   if (ndim < 0 || ndim > DEVMM_MAX_NDIM)
-    return devmm_set_error(DEVMM_EINVAL,
-                           "tensor: ndim %d out of range: expected 0..%d", ndim,
+    return devmm_set_error(DEVMM_EINVAL, "tensor: ndim %d out of range: expected 0..%d", ndim,
                            DEVMM_MAX_NDIM);
   if (ndim > 0 && (!shape || !strides))
     return devmm_set_error(DEVMM_EINVAL, "tensor: shape and strides must not be NULL");
@@ -164,14 +161,13 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
       return devmm_set_error(DEVMM_EOVERFLOW, "tensor: extent overflows at dimension %d", i);
   }
   uint64_t end;
-  if (!empty && (__builtin_add_overflow(last, 1, &end) ||
-                 __builtin_mul_overflow(end, itemsize, &end) ||
-                 __builtin_add_overflow(end, byte_offset, &end) || end > buf->nbytes))
+  if (!empty &&
+      (__builtin_add_overflow(last, 1, &end) || __builtin_mul_overflow(end, itemsize, &end) ||
+       __builtin_add_overflow(end, byte_offset, &end) || end > buf->nbytes))
     return devmm_set_error(DEVMM_EINVAL,
                            "tensor: the view (offset %zu, last element %llu of "
                            "%zu bytes) does not fit in the buffer of %zu bytes",
-                           byte_offset, (unsigned long long)last, itemsize,
-                           buf->nbytes);
+                           byte_offset, (unsigned long long)last, itemsize, buf->nbytes);
   devmm_tensor *tn = malloc(sizeof *tn + 2 * (size_t)ndim * sizeof(int64_t));
   if (!tn)
     return devmm_set_error(DEVMM_ENOMEM, "tensor: out of host memory");
@@ -188,9 +184,9 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
   return DEVMM_OK;
 }
 
-int devmm_tensor_empty(devmm_resource *r, devmm_device device,
-                       const devmm_layout *layout, int ndim, const int64_t *shape,
-                       devmm_dtype dtype, devmm_stream stream, devmm_tensor **out) {
+int devmm_tensor_empty(devmm_resource *r, devmm_device device, const devmm_layout *layout, int ndim,
+                       const int64_t *shape, devmm_dtype dtype, devmm_stream stream,
+                       devmm_tensor **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_empty: out is NULL");
   *out = NULL;
@@ -237,9 +233,7 @@ void devmm_tensor_destroy(devmm_tensor *t) {
 devmm_buffer *devmm_tensor_buffer(const devmm_tensor *t) { return t ? t->buffer : NULL; }
 int devmm_tensor_ndim(const devmm_tensor *t) { return t ? t->ndim : 0; }
 const int64_t *devmm_tensor_shape(const devmm_tensor *t) { return t ? t->dims : NULL; }
-const int64_t *devmm_tensor_strides(const devmm_tensor *t) {
-  return t ? t->dims + t->ndim : NULL;
-}
+const int64_t *devmm_tensor_strides(const devmm_tensor *t) { return t ? t->dims + t->ndim : NULL; }
 devmm_dtype devmm_tensor_dtype(const devmm_tensor *t) {
   devmm_dtype none = {0, 0, 0};
   return t ? t->dtype : none;

@@ -22,9 +22,18 @@ typedef struct devmm_statistics {
   int64_t current_count, peak_count, total_count;
 } devmm_statistics;
 
-/* Counts bytes and allocations (current, peak, total) with lock-free atomics. */
-DEVMM_API int devmm_statistics_adaptor_create(devmm_resource *upstream,
-                                              devmm_resource **out);
+/* Flags of devmm_statistics_adaptor_create_ex. */
+enum {
+  /* Per-thread counter shards: scales with threads; current and totals stay exact, the peak
+   * is exact for one thread and a lower bound when several allocate at once. */
+  DEVMM_STATISTICS_SHARDED = 1u << 0,
+};
+
+/* Counts bytes and allocations (current, peak, total) with lock-free atomics; all exact. */
+DEVMM_API int devmm_statistics_adaptor_create(devmm_resource *upstream, devmm_resource **out);
+/* Like devmm_statistics_adaptor_create, with DEVMM_STATISTICS_* flags. */
+DEVMM_API int devmm_statistics_adaptor_create_ex(devmm_resource *upstream, unsigned flags,
+                                                 devmm_resource **out);
 /* The counters of the innermost scope (the whole life of the adaptor if no scope is pushed). */
 DEVMM_API int devmm_statistics_get(devmm_resource *stats, devmm_statistics *out);
 /* Starts a nested scope whose counters start at zero (like RMM's push_counters). */
@@ -37,11 +46,10 @@ DEVMM_API int devmm_statistics_reset_peak(devmm_resource *stats);
 /* ------------------------------------------------------------------ limiting */
 
 /* Fails allocations that would take the adaptor's live bytes over limit (DEVMM_ENOMEM). */
-DEVMM_API int devmm_limiting_adaptor_create(devmm_resource *upstream,
-                                            size_t limit, devmm_resource **out);
+DEVMM_API int devmm_limiting_adaptor_create(devmm_resource *upstream, size_t limit,
+                                            devmm_resource **out);
 /* Bytes currently allocated through the adaptor and its limit. */
-DEVMM_API int devmm_limiting_get(devmm_resource *lim, size_t *allocated,
-                                 size_t *limit);
+DEVMM_API int devmm_limiting_get(devmm_resource *lim, size_t *allocated, size_t *limit);
 
 /* ------------------------------------------------------------------ tracking */
 
@@ -58,20 +66,16 @@ typedef struct devmm_allocation_info {
 } devmm_allocation_info;
 
 /* Records every live allocation; capture_backtraces != 0 also records the caller's stack. */
-DEVMM_API int devmm_tracking_adaptor_create(devmm_resource *upstream,
-                                            int capture_backtraces,
+DEVMM_API int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtraces,
                                             devmm_resource **out);
 /* Finds the live allocation containing addr (any byte inside it); DEVMM_ENOENT if none. */
 DEVMM_API int devmm_tracking_lookup(devmm_resource *tracking, const void *addr,
                                     devmm_allocation_info *out);
 /* Number and bytes of live allocations. */
-DEVMM_API int devmm_tracking_outstanding(devmm_resource *tracking,
-                                         size_t *count, size_t *bytes);
+DEVMM_API int devmm_tracking_outstanding(devmm_resource *tracking, size_t *count, size_t *bytes);
 /* Calls fn for each live allocation in address order; stops early if fn returns non-zero. */
 DEVMM_API int devmm_tracking_foreach(devmm_resource *tracking,
-                                     int (*fn)(const devmm_allocation_info *,
-                                               void *),
-                                     void *user);
+                                     int (*fn)(const devmm_allocation_info *, void *), void *user);
 /* A human-readable report of live allocations; free it with devmm_string_free. */
 DEVMM_API int devmm_tracking_report(devmm_resource *tracking, char **out);
 /* Frees a string returned by devmm. */
@@ -81,9 +85,8 @@ DEVMM_API void devmm_string_free(char *s);
 
 /* Logs every allocate/free as CSV (Thread,Time,Action,Pointer,Size,Stream; RMM's columns) to
  * path (created or truncated) or, if path is NULL, to stderr. */
-DEVMM_API int devmm_logging_adaptor_create(devmm_resource *upstream,
-                                           const char *path, int auto_flush,
-                                           devmm_resource **out);
+DEVMM_API int devmm_logging_adaptor_create(devmm_resource *upstream, const char *path,
+                                           int auto_flush, devmm_resource **out);
 /* Flushes the log. */
 DEVMM_API int devmm_logging_flush(devmm_resource *logging);
 
@@ -91,9 +94,8 @@ DEVMM_API int devmm_logging_flush(devmm_resource *logging);
 
 /* Gives every allocation of at least threshold bytes an alignment of at least `alignment`,
  * over-allocating from upstreams that cannot align that far themselves. */
-DEVMM_API int devmm_aligned_adaptor_create(devmm_resource *upstream,
-                                           size_t alignment, size_t threshold,
-                                           devmm_resource **out);
+DEVMM_API int devmm_aligned_adaptor_create(devmm_resource *upstream, size_t alignment,
+                                           size_t threshold, devmm_resource **out);
 
 /* ------------------------------------------------------------------ failure callback */
 
@@ -103,15 +105,13 @@ typedef int (*devmm_failure_callback)(size_t bytes, int attempt, void *user);
 
 /* Calls callback on DEVMM_ENOMEM from upstream and retries while it asks to. */
 DEVMM_API int devmm_failure_callback_adaptor_create(devmm_resource *upstream,
-                                                    devmm_failure_callback cb,
-                                                    void *user,
+                                                    devmm_failure_callback cb, void *user,
                                                     devmm_resource **out);
 
 /* ------------------------------------------------------------------ thread-safe */
 
 /* Serialises every operation on upstream with a mutex (for upstreams that are not thread-safe). */
-DEVMM_API int devmm_thread_safe_adaptor_create(devmm_resource *upstream,
-                                               devmm_resource **out);
+DEVMM_API int devmm_thread_safe_adaptor_create(devmm_resource *upstream, devmm_resource **out);
 
 #ifdef __cplusplus
 }

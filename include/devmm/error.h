@@ -16,18 +16,18 @@ extern "C" {
 #endif
 
 /* X(name, value, description): the one table of codes; names and texts are generated from it. */
-#define DEVMM_STATUS_MAP(X)                                                    \
-  X(OK, 0, "success")                                                          \
-  X(EINVAL, -1, "invalid argument")                                            \
-  X(ENOMEM, -2, "out of memory")                                               \
-  X(EOVERFLOW, -3, "size computation overflows")                               \
-  X(ENOTSUP, -4, "operation not supported")                                    \
-  X(ENOENT, -5, "not found")                                                   \
-  X(ESTATE, -6, "object in the wrong state")                                   \
-  X(EPLUGIN, -7, "plugin error")                                               \
-  X(ECONFIG, -8, "configuration error")                                        \
-  X(EDEVICE, -9, "device or driver error")                                     \
-  X(EIO, -10, "input/output error")                                            \
+#define DEVMM_STATUS_MAP(X)                                                                        \
+  X(OK, 0, "success")                                                                              \
+  X(EINVAL, -1, "invalid argument")                                                                \
+  X(ENOMEM, -2, "out of memory")                                                                   \
+  X(EOVERFLOW, -3, "size computation overflows")                                                   \
+  X(ENOTSUP, -4, "operation not supported")                                                        \
+  X(ENOENT, -5, "not found")                                                                       \
+  X(ESTATE, -6, "object in the wrong state")                                                       \
+  X(EPLUGIN, -7, "plugin error")                                                                   \
+  X(ECONFIG, -8, "configuration error")                                                            \
+  X(EDEVICE, -9, "device or driver error")                                                         \
+  X(EIO, -10, "input/output error")                                                                \
   X(ECALLBACK, -11, "user callback failed")
 
 typedef enum devmm_status {

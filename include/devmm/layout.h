@@ -26,11 +26,11 @@ typedef enum devmm_layout_kind {
 /* A layout policy. Build it with the helpers below; `strides` is borrowed, not copied. */
 typedef struct devmm_layout {
   devmm_layout_kind kind;
-  devmm_layout_kind inner;        /* ALIGNED: ROW_MAJOR or COLUMN_MAJOR */
-  int ndim;                       /* STRIDED: number of strides */
-  const int64_t *strides;         /* STRIDED: strides in elements (>= 0) */
-  size_t unit_stride_alignment;   /* ALIGNED: bytes each row/column starts on */
-  size_t base_alignment;          /* ALIGNED: bytes the base pointer is aligned to (0: same) */
+  devmm_layout_kind inner;      /* ALIGNED: ROW_MAJOR or COLUMN_MAJOR */
+  int ndim;                     /* STRIDED: number of strides */
+  const int64_t *strides;       /* STRIDED: strides in elements (>= 0) */
+  size_t unit_stride_alignment; /* ALIGNED: bytes each row/column starts on */
+  size_t base_alignment;        /* ALIGNED: bytes the base pointer is aligned to (0: same) */
 } devmm_layout;
 
 typedef struct devmm_layout_result {
@@ -46,13 +46,11 @@ DEVMM_API devmm_layout devmm_layout_column_major(void);
 /* Explicit strides in elements (borrowed pointer; must stay valid while the layout is used). */
 DEVMM_API devmm_layout devmm_layout_strided(int ndim, const int64_t *strides);
 /* Padded policy: each row (row-major) or column (column-major) starts on unit_stride_alignment. */
-DEVMM_API devmm_layout devmm_layout_aligned(devmm_layout_kind inner,
-                                            size_t unit_stride_alignment,
+DEVMM_API devmm_layout devmm_layout_aligned(devmm_layout_kind inner, size_t unit_stride_alignment,
                                             size_t base_alignment);
 /* Computes strides_out[ndim] (elements) and *result; every product is overflow-checked. */
-DEVMM_API int devmm_layout_compute(const devmm_layout *layout, int ndim,
-                                   const int64_t *shape, size_t itemsize,
-                                   int64_t *strides_out,
+DEVMM_API int devmm_layout_compute(const devmm_layout *layout, int ndim, const int64_t *shape,
+                                   size_t itemsize, int64_t *strides_out,
                                    devmm_layout_result *result);
 
 #ifdef __cplusplus

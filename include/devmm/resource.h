@@ -25,22 +25,19 @@ typedef struct devmm_resource devmm_resource;
 typedef struct devmm_resource_ops {
   size_t struct_size; /* sizeof(devmm_resource_ops) when the table was compiled */
   /* Required: allocate `bytes` aligned to `alignment` (a power of two) ordered on `stream`. */
-  int (*allocate)(devmm_resource *self, size_t bytes, size_t alignment,
-                  devmm_stream stream, void **out);
+  int (*allocate)(devmm_resource *self, size_t bytes, size_t alignment, devmm_stream stream,
+                  void **out);
   /* Required: free a pointer this resource returned, with the same bytes and alignment. */
-  int (*deallocate)(devmm_resource *self, void *ptr, size_t bytes,
-                    size_t alignment, devmm_stream stream);
+  int (*deallocate)(devmm_resource *self, void *ptr, size_t bytes, size_t alignment,
+                    devmm_stream stream);
   /* Optional: free and total bytes of the device as this resource sees it. */
   int (*mem_info)(devmm_resource *self, size_t *free_bytes, size_t *total_bytes);
   /* Optional: copy bytes between two pointers this resource can address, ordered on stream. */
-  int (*copy)(devmm_resource *self, void *dst, const void *src, size_t bytes,
-              devmm_stream stream);
+  int (*copy)(devmm_resource *self, void *dst, const void *src, size_t bytes, devmm_stream stream);
   /* Optional: fill bytes with value, ordered on stream. */
-  int (*memset)(devmm_resource *self, void *dst, int value, size_t bytes,
-                devmm_stream stream);
+  int (*memset)(devmm_resource *self, void *dst, int value, size_t bytes, devmm_stream stream);
   /* Optional: make work later submitted to `waiter` wait for work already on `waitee`. */
-  int (*stream_wait)(devmm_resource *self, devmm_stream waiter,
-                     devmm_stream waitee);
+  int (*stream_wait)(devmm_resource *self, devmm_stream waiter, devmm_stream waitee);
   /* Optional: wait until all work on `stream` is done (host synchronisation). */
   int (*synchronize)(devmm_resource *self, devmm_stream stream);
   /* Optional: release the context; called once, when the last reference goes. */
@@ -49,15 +46,14 @@ typedef struct devmm_resource_ops {
 
 /* Resource flags. */
 enum {
-  DEVMM_RESOURCE_THREAD_SAFE = 1u << 0, /* ops may be called from many threads at once */
+  DEVMM_RESOURCE_THREAD_SAFE = 1u << 0,     /* ops may be called from many threads at once */
   DEVMM_RESOURCE_HOST_ACCESSIBLE = 1u << 1, /* the CPU may read/write the memory directly */
 };
 
 /* Creates a resource (refcount 1) from ops and ctx; name is copied. On failure nothing is kept
  * (ops->destroy is not called). */
-DEVMM_API int devmm_resource_create(const devmm_resource_ops *ops, void *ctx,
-                                    devmm_device device, const char *name,
-                                    unsigned flags, devmm_resource **out);
+DEVMM_API int devmm_resource_create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
+                                    const char *name, unsigned flags, devmm_resource **out);
 /* Adds a reference; returns r. */
 DEVMM_API devmm_resource *devmm_resource_retain(devmm_resource *r);
 /* Drops a reference; the last one calls ops->destroy and frees the resource. NULL is ignored. */
@@ -76,23 +72,21 @@ DEVMM_API devmm_resource *devmm_resource_upstream(const devmm_resource *r);
 DEVMM_API long devmm_resource_refcount(const devmm_resource *r);
 
 /* Allocates bytes (0 gives NULL and DEVMM_OK) with alignment (0: the resource's default). */
-DEVMM_API int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment,
-                             devmm_stream stream, void **out);
+DEVMM_API int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
+                             void **out);
 /* Frees memory from devmm_allocate with the same bytes and alignment; NULL is a no-op. */
-DEVMM_API int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes,
-                               size_t alignment, devmm_stream stream);
+DEVMM_API int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
+                               devmm_stream stream);
 /* Free and total memory of the resource's device (DEVMM_ENOTSUP if unknown). */
-DEVMM_API int devmm_mem_info(devmm_resource *r, size_t *free_bytes,
-                             size_t *total_bytes);
+DEVMM_API int devmm_mem_info(devmm_resource *r, size_t *free_bytes, size_t *total_bytes);
 /* Copies bytes through the resource's copy op (DEVMM_ENOTSUP if it has none). */
-DEVMM_API int devmm_copy(devmm_resource *r, void *dst, const void *src,
-                         size_t bytes, devmm_stream stream);
+DEVMM_API int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t bytes,
+                         devmm_stream stream);
 /* Fills bytes with value through the resource's memset op. */
-DEVMM_API int devmm_memset(devmm_resource *r, void *dst, int value,
-                           size_t bytes, devmm_stream stream);
+DEVMM_API int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
+                           devmm_stream stream);
 /* Makes `waiter` wait for `waitee` (no-op success for resources without streams). */
-DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter,
-                                devmm_stream waitee);
+DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee);
 /* Waits on the host for work on stream (no-op success for resources without streams). */
 DEVMM_API int devmm_synchronize(devmm_resource *r, devmm_stream stream);
 

@@ -53,13 +53,13 @@ DEVMM_API void devmm_buffer_unacquire(devmm_buffer *b);
 
 /* Creates a tensor view of buf (retained): every element must lie inside the buffer. */
 DEVMM_API int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
-                                  const int64_t *shape, const int64_t *strides,
-                                  size_t byte_offset, int readonly, devmm_tensor **out);
+                                  const int64_t *shape, const int64_t *strides, size_t byte_offset,
+                                  int readonly, devmm_tensor **out);
 /* Lays out shape with layout, allocates from r (NULL: the device's current resource) and
  * returns a tensor owning a new buffer: the whole hot path of devmm.empty in one call. */
-DEVMM_API int devmm_tensor_empty(devmm_resource *r, devmm_device device,
-                                 const devmm_layout *layout, int ndim, const int64_t *shape,
-                                 devmm_dtype dtype, devmm_stream stream, devmm_tensor **out);
+DEVMM_API int devmm_tensor_empty(devmm_resource *r, devmm_device device, const devmm_layout *layout,
+                                 int ndim, const int64_t *shape, devmm_dtype dtype,
+                                 devmm_stream stream, devmm_tensor **out);
 /* Destroys the tensor object (drops its buffer reference; does not free the buffer). */
 DEVMM_API void devmm_tensor_destroy(devmm_tensor *t);
 /* The tensor's buffer (borrowed). */

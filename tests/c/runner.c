@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+// clang-format off
 #define SUITES(X)                                                              \
   X(error) X(dtype) X(layout) X(resource) X(statistics) X(limiting)           \
   X(tracking) X(logging) X(aligned) X(failure) X(thread_safe) X(registry)     \
   X(buffer) X(stress)
+// clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);
 SUITES(DECLARE)
@@ -18,8 +20,7 @@ int main(int argc, char **argv) {
     Suite *(*make)(void);
   } all[] = {
 #define ENTRY(name) {#name, name##_suite},
-      SUITES(ENTRY)
-  };
+      SUITES(ENTRY)};
   SRunner *sr = NULL;
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (argc < 2 || strcmp(argv[1], all[i].name) == 0) {

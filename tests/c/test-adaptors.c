@@ -15,10 +15,12 @@ static devmm_statistics stats_of(devmm_resource *st) {
 }
 
 /* ================================================================ statistics */
+/* Every statistics test runs in both modes: _i = 0 exact, _i = 1 sharded. */
+#define MODE (_i ? DEVMM_STATISTICS_SHARDED : 0u)
 
 START_TEST(statistics_counts) {
   devmm_resource *up = testres_create(NULL), *st;
-  ck_assert_int_eq(devmm_statistics_adaptor_create(up, &st), DEVMM_OK);
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, MODE, &st), DEVMM_OK);
   void *a, *b;
   ck_assert_int_eq(devmm_allocate(st, 100, 0, NULL, &a), DEVMM_OK);
   ck_assert_int_eq(devmm_allocate(st, 50, 0, NULL, &b), DEVMM_OK);
@@ -46,7 +48,7 @@ END_TEST
 
 START_TEST(statistics_scopes) {
   devmm_resource *up = testres_create(NULL), *st;
-  ck_assert_int_eq(devmm_statistics_adaptor_create(up, &st), DEVMM_OK);
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, MODE, &st), DEVMM_OK);
   void *a, *b, *c;
   devmm_allocate(st, 1000, 0, NULL, &a);
   ck_assert_int_eq(devmm_statistics_push(st), DEVMM_OK);
@@ -78,7 +80,7 @@ END_TEST
 START_TEST(statistics_failure_not_counted_and_bad_input) {
   testres *ts;
   devmm_resource *up = testres_create(&ts), *st;
-  ck_assert_int_eq(devmm_statistics_adaptor_create(up, &st), DEVMM_OK);
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, MODE, &st), DEVMM_OK);
   ts->fail_at = 1;
   void *p;
   ck_assert_int_eq(devmm_allocate(st, 10, 0, NULL, &p), DEVMM_ENOMEM);
@@ -88,9 +90,55 @@ START_TEST(statistics_failure_not_counted_and_bad_input) {
   ck_assert_error_contains("resource 'test.malloc' is not a statistics adaptor");
   ck_assert_int_eq(devmm_statistics_get(NULL, &s), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_statistics_get(st, NULL), DEVMM_EINVAL);
+  devmm_resource_release(st);
   ck_assert_int_eq(devmm_statistics_adaptor_create(NULL, &st), DEVMM_EINVAL);
   ck_assert_error_contains("statistics adaptor: upstream is NULL");
   ck_assert_ptr_null(st);
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, 0x80, &st), DEVMM_EINVAL);
+  ck_assert_error_contains("unknown flags 0x80");
+  devmm_resource_release(up);
+}
+END_TEST
+
+typedef struct {
+  devmm_resource *r;
+  int hold;
+} churn_arg;
+
+static void *churn(void *arg) {
+  churn_arg *a = arg;
+  void *keep[16];
+  for (int i = 0; i < a->hold; i++)
+    ck_assert_int_eq(devmm_allocate(a->r, 1000, 0, NULL, &keep[i]), DEVMM_OK);
+  for (int i = 0; i < 100000; i++) {
+    void *p;
+    ck_assert_int_eq(devmm_allocate(a->r, 10, 0, NULL, &p), DEVMM_OK);
+    devmm_deallocate(a->r, p, 10, 0, NULL);
+  }
+  for (int i = 0; i < a->hold; i++)
+    devmm_deallocate(a->r, keep[i], 1000, 0, NULL);
+  return NULL;
+}
+
+/* Sharded mode under two threads: current and totals exact, peak a lower bound that saw at
+ * least each thread's own high. */
+START_TEST(statistics_sharded_threads) {
+  devmm_resource *up = testres_create(NULL), *st;
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, DEVMM_STATISTICS_SHARDED, &st), 0);
+  pthread_t t[2];
+  churn_arg args[2] = {{st, 3}, {st, 5}};
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, churn, &args[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  devmm_statistics s = stats_of(st);
+  ck_assert_int_eq(s.current_bytes, 0);
+  ck_assert_int_eq(s.current_count, 0);
+  ck_assert_int_eq(s.total_count, 200008);
+  ck_assert_int_eq(s.total_bytes, 2000000 + 8000);
+  ck_assert_int_ge(s.peak_bytes, 5010);
+  ck_assert_int_le(s.peak_bytes, 8020);
+  devmm_resource_release(st);
   devmm_resource_release(up);
 }
 END_TEST
@@ -98,9 +146,10 @@ END_TEST
 Suite *statistics_suite(void) {
   Suite *s = suite_create("statistics");
   TCase *tc = tcase_create("core");
-  tcase_add_test(tc, statistics_counts);
-  tcase_add_test(tc, statistics_scopes);
-  tcase_add_test(tc, statistics_failure_not_counted_and_bad_input);
+  tcase_add_loop_test(tc, statistics_counts, 0, 2);
+  tcase_add_loop_test(tc, statistics_scopes, 0, 2);
+  tcase_add_loop_test(tc, statistics_failure_not_counted_and_bad_input, 0, 2);
+  tcase_add_test(tc, statistics_sharded_threads);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -67,9 +67,9 @@ START_TEST(dtype_codes_match_dlpack) {
     unsigned code, bits;
     size_t itemsize;
   } cases[] = {
-      {"int8", 0, 8, 1},          {"uint64", 1, 64, 8},         {"float32", 2, 32, 4},
-      {"bfloat16", 4, 16, 2},     {"complex128", 5, 128, 16},   {"bool", 6, 8, 1},
-      {"float8_e4m3fn", 10, 8, 1}, {"float8_e5m2", 12, 8, 1},   {"float4_e2m1fn", 17, 4, 0},
+      {"int8", 0, 8, 1},           {"uint64", 1, 64, 8},       {"float32", 2, 32, 4},
+      {"bfloat16", 4, 16, 2},      {"complex128", 5, 128, 16}, {"bool", 6, 8, 1},
+      {"float8_e4m3fn", 10, 8, 1}, {"float8_e5m2", 12, 8, 1},  {"float4_e2m1fn", 17, 4, 0},
       {"float6_e2m3fn", 15, 6, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -211,15 +211,14 @@ START_TEST(layout_table) {
   else if (c->kind == DEVMM_LAYOUT_STRIDED)
     l = devmm_layout_strided(c->ndim, c->strides);
   else
-    l = c->kind == DEVMM_LAYOUT_ROW_MAJOR ? devmm_layout_row_major()
-                                          : devmm_layout_column_major();
+    l = c->kind == DEVMM_LAYOUT_ROW_MAJOR ? devmm_layout_row_major() : devmm_layout_column_major();
   devmm_layout_result r;
   int64_t strides[4];
   ck_assert_msg(devmm_layout_compute(&l, c->ndim, c->shape, c->itemsize, strides, &r) == 0,
                 "case %d: %s", _i, devmm_last_error());
   for (int i = 0; i < c->ndim; i++)
-    ck_assert_msg(strides[i] == c->strides[i], "case %d: stride %d is %lld, expected %lld",
-                  _i, i, (long long)strides[i], (long long)c->strides[i]);
+    ck_assert_msg(strides[i] == c->strides[i], "case %d: stride %d is %lld, expected %lld", _i, i,
+                  (long long)strides[i], (long long)c->strides[i]);
   ck_assert_uint_eq(r.span_bytes, c->span);
   ck_assert_uint_eq(r.base_alignment, c->align);
   brute_force(&l, c->ndim, c->shape, c->itemsize, strides, &r);
@@ -243,8 +242,7 @@ START_TEST(layout_random_vs_brute_force) {
       l = devmm_layout_column_major();
     else {
       size_t usa = itemsize << (rand_r(&seed) % 5);
-      l = devmm_layout_aligned(k == 2 ? DEVMM_LAYOUT_ROW_MAJOR : DEVMM_LAYOUT_COLUMN_MAJOR,
-                               usa, 0);
+      l = devmm_layout_aligned(k == 2 ? DEVMM_LAYOUT_ROW_MAJOR : DEVMM_LAYOUT_COLUMN_MAJOR, usa, 0);
     }
     devmm_layout_result r;
     ck_assert_int_eq(devmm_layout_compute(&l, ndim, sh, itemsize, st, &r), DEVMM_OK);

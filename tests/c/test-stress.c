@@ -92,8 +92,8 @@ START_TEST(stress_full_stack_balances) {
   ck_assert_int_eq(ts->allocs, ts->frees);
   ck_assert_int_eq(ts->live_bytes, 0);
   ck_assert_int_eq(ts->allocs, allocs);
-  printf("stress: %ld allocations, %ld frees, %ld refused by the limit, peak %lld bytes\n",
-         allocs, frees, failures, (long long)s.peak_bytes);
+  printf("stress: %ld allocations, %ld frees, %ld refused by the limit, peak %lld bytes\n", allocs,
+         frees, failures, (long long)s.peak_bytes);
   devmm_resource_release(st);
   devmm_resource_release(tr);
   devmm_resource_release(lim);

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_allocate(devmm_resource *self, size_t bytes, size_t align,
-                      devmm_stream stream, void **out) {
+static int t_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
+                      void **out) {
   (void)stream;
   testres *s = devmm_resource_context(self);
   long n = atomic_fetch_add(&s->allocs, 1) + 1;
