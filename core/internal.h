@@ -5,6 +5,7 @@
 #include <devmm/devmm.h>
 
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <stdbool.h>
 
 #define DEVMM__MSG_MAX 512
@@ -46,5 +47,31 @@ char *devmm__strdup(const char *s);
 uint64_t devmm__now_ns(void);
 /* A small stable id for the calling thread (1, 2, 3, ...). */
 uint64_t devmm__thread_id(void);
+
+/* env.c: the environment (secure_getenv; NULL if unset or empty) and devmm's log. */
+const char *devmm__getenv(const char *name);
+int devmm__parse_log_level(const char *text);
+void devmm__set_log_level(int level);
+void devmm__log(int level, const char *who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void devmm__vlog(int level, const char *who, const char *fmt, va_list ap);
+/* size.c */
+int devmm__parse_bool(const char *text, int *out);
+
+/* plugin_host.c: the only code that knows libltdl. A loaded plugin stays loaded until exit. */
+typedef struct devmm__plugin {
+  char *name, *path, *error;
+  const devmm_plugin *desc; /* NULL if it failed */
+  size_t ndevices;
+  devmm_device_info *devices;
+} devmm__plugin;
+/* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated)
+ * and enumerates its devices. Returns a new record the caller frees with
+ * devmm__plugin_free; desc is NULL and error says why when it failed. NULL only when out of
+ * memory. */
+devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs);
+void devmm__plugin_free(devmm__plugin *p);
+/* The host services table handed to plugins. */
+const devmm_host_services *devmm__host(void);
 
 #endif

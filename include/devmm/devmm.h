@@ -7,10 +7,12 @@
 #define DEVMM_DEVMM_H
 
 #include "adaptors.h"
+#include "config.h"
 #include "dtype.h"
 #include "error.h"
 #include "export.h"
 #include "layout.h"
+#include "plugin.h"
 #include "registry.h"
 #include "resource.h"
 #include "tensor.h"

@@ -1,0 +1,278 @@
+/* The plugin host: finds, checks and loads plugin .so files with libltdl, and offers the host
+ * services table. This is the only file that knows libltdl (devmm's "prim" layer).
+ *
+ * libltdl is not thread-safe: every lt_* call happens under `lt_lock`, and each error string
+ * is copied out before the lock is dropped. Plugins are opened RTLD_LOCAL (lt_dladvise_local)
+ * and never closed: resources they made may outlive any devmm_shutdown. */
+#include "internal.h"
+
+#include <errno.h>
+#include <ltdl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static pthread_mutex_t lt_lock = PTHREAD_MUTEX_INITIALIZER;
+static int lt_ready;
+
+/* ------------------------------------------------------------------ host services */
+
+static void host_log(int level, const char *plugin, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  devmm__vlog(level, plugin, fmt, ap);
+  va_end(ap);
+}
+
+static int host_parse_bool(const char *text, int *out) { return devmm__parse_bool(text, out); }
+
+static const devmm_host_services host = {
+    sizeof(devmm_host_services),
+    DEVMM_PLUGIN_ABI_MAJOR,
+    DEVMM_PLUGIN_ABI_MINOR,
+    host_log,
+    devmm_set_error,
+    devmm_resource_create,
+    devmm_resource_context,
+    devmm_parse_size,
+    host_parse_bool,
+};
+
+const devmm_host_services *devmm__host(void) { return &host; }
+
+/* ------------------------------------------------------------------ records */
+
+static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_dup(const char *fmt, ...) {
+  char buf[DEVMM__MSG_MAX + 256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return devmm__strdup(buf);
+}
+
+void devmm__plugin_free(devmm__plugin *p) {
+  if (!p)
+    return;
+  free(p->name);
+  free(p->path);
+  free(p->error);
+  free(p->devices);
+  free(p);
+}
+
+static devmm__plugin *fail(devmm__plugin *p, char *error) {
+  free(p->error);
+  p->error = error ? error : devmm__strdup("out of memory");
+  p->desc = NULL;
+  return p;
+}
+
+/* ------------------------------------------------------------------ finding the file */
+
+/* Refuses files and directories that others may write to (a way to plant code). */
+static char *check_not_writable(const char *what, const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return fmt_dup("cannot stat %s '%s': %s", what, path, strerror(errno));
+  if (st.st_mode & S_IWOTH)
+    return fmt_dup("refusing %s '%s': it is writable by others (mode %03o); fix with chmod o-w",
+                   what, path, (unsigned)(st.st_mode & 0777));
+  if (st.st_uid != 0 && st.st_uid != geteuid())
+    return fmt_dup("refusing %s '%s': it is owned by uid %u, neither root nor this user", what,
+                   path, (unsigned)st.st_uid);
+  return NULL;
+}
+
+/* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
+static char *resolve(const char *name, const char *const *dirs, char **error) {
+  *error = NULL;
+  if (!*name) {
+    *error = fmt_dup("empty plugin name");
+    return NULL;
+  }
+  char candidate[4096];
+  if (name[0] == '/') {
+    snprintf(candidate, sizeof candidate, "%s", name);
+    if (access(candidate, F_OK) != 0) {
+      *error = fmt_dup("plugin file '%s' does not exist", name);
+      return NULL;
+    }
+  } else {
+    if (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+      *error = fmt_dup("plugin name '%s' is not a plain name: give a name found in the plugin "
+                       "path, or an absolute path",
+                       name);
+      return NULL;
+    }
+    const char *const *d = dirs;
+    for (; *d; d++) {
+      if ((*d)[0] != '/')
+        continue; /* never relative to the current directory */
+      snprintf(candidate, sizeof candidate, "%s/devmm-%s.so", *d, name);
+      if (access(candidate, F_OK) == 0)
+        break;
+    }
+    if (!*d) {
+      char searched[2048] = "";
+      for (d = dirs; *d; d++) {
+        size_t n = strlen(searched);
+        snprintf(searched + n, sizeof searched - n, "%s%s", n ? ":" : "", *d);
+      }
+      *error = fmt_dup("plugin '%s' not found: no devmm-%s.so in the plugin path (%s)", name, name,
+                       *searched ? searched : "empty");
+      return NULL;
+    }
+  }
+  char *real = realpath(candidate, NULL);
+  if (!real) {
+    *error = fmt_dup("cannot resolve plugin file '%s': %s", candidate, strerror(errno));
+    return NULL;
+  }
+  /* the file, the directory it really lives in, and the directory it was found in */
+  char *dir = devmm__strdup(real);
+  char *slash = dir ? strrchr(dir, '/') : NULL;
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  char *cdir = devmm__strdup(candidate);
+  char *cslash = cdir ? strrchr(cdir, '/') : NULL;
+  if (cslash)
+    *(cslash == cdir ? cslash + 1 : cslash) = '\0';
+  if (!dir || !cdir)
+    *error = fmt_dup("out of memory");
+  if (!*error)
+    *error = check_not_writable("plugin file", real);
+  if (!*error)
+    *error = check_not_writable("plugin directory", dir);
+  if (!*error)
+    *error = check_not_writable("plugin directory", cdir);
+  free(dir);
+  free(cdir);
+  if (*error) {
+    free(real);
+    return NULL;
+  }
+  return real;
+}
+
+/* ------------------------------------------------------------------ loading */
+
+static char *lt_open(const char *path, lt_dlhandle *out) {
+  char *err = NULL;
+  pthread_mutex_lock(&lt_lock);
+  if (!lt_ready) {
+    if (lt_dlinit() != 0) {
+      const char *e = lt_dlerror();
+      err = fmt_dup("libltdl failed to initialise: %s", e ? e : "unknown error");
+      pthread_mutex_unlock(&lt_lock);
+      return err;
+    }
+    lt_ready = 1;
+  }
+  lt_dladvise advise;
+  *out = NULL;
+  if (lt_dladvise_init(&advise) == 0 && lt_dladvise_local(&advise) == 0) {
+    *out = lt_dlopenadvise(path, advise);
+    if (!*out) {
+      const char *e = lt_dlerror();
+      err = fmt_dup("cannot load '%s': %s", path, e ? e : "unknown error");
+    }
+  } else {
+    err = fmt_dup("libltdl advise setup failed");
+  }
+  lt_dladvise_destroy(&advise);
+  pthread_mutex_unlock(&lt_lock);
+  return err;
+}
+
+static void *lt_sym(lt_dlhandle h, const char *sym, char **err) {
+  pthread_mutex_lock(&lt_lock);
+  void *p = lt_dlsym(h, sym);
+  if (!p) {
+    const char *e = lt_dlerror();
+    *err = fmt_dup("%s", e ? e : "symbol not found");
+  }
+  pthread_mutex_unlock(&lt_lock);
+  return p;
+}
+
+devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs) {
+  devmm__plugin *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  p->name = devmm__strdup(name);
+  char *err = NULL;
+  p->path = resolve(name, dirs, &err);
+  if (!p->name)
+    return fail(p, NULL);
+  if (!p->path)
+    return fail(p, err);
+  lt_dlhandle h;
+  if ((err = lt_open(p->path, &h)) != NULL)
+    return fail(p, err);
+  char *serr = NULL;
+  devmm_plugin_entry_fn entry = (devmm_plugin_entry_fn)lt_sym(h, DEVMM_PLUGIN_ENTRY_SYMBOL, &serr);
+  if (!entry) {
+    err = fmt_dup("'%s' has no entry symbol %s(): %s (is it a devmm plugin?)", p->path,
+                  DEVMM_PLUGIN_ENTRY_SYMBOL, serr ? serr : "");
+    free(serr);
+    return fail(p, err);
+  }
+  devmm_clear_error();
+  const devmm_plugin *d = entry(DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR, &host);
+  if (!d)
+    return fail(p, fmt_dup("its initialisation failed: %s",
+                           *devmm_last_error() ? devmm_last_error() : "(no reason given)"));
+  if (d->abi_major != DEVMM_PLUGIN_ABI_MAJOR)
+    return fail(p, fmt_dup("it was built for plugin ABI %u.%u; this devmm speaks %u.x "
+                           "(rebuild it against this devmm's SDK)",
+                           d->abi_major, d->abi_minor, DEVMM_PLUGIN_ABI_MAJOR));
+  if (d->abi_minor > DEVMM_PLUGIN_ABI_MINOR)
+    return fail(p,
+                fmt_dup("it needs plugin ABI %u.%u; this devmm provides only %u.%u", d->abi_major,
+                        d->abi_minor, DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR));
+  if (d->struct_size < offsetof(devmm_plugin, shutdown) || !d->name || !d->device_count ||
+      !d->device_info || (d->nkinds && !d->kinds))
+    return fail(p, fmt_dup("its descriptor is incomplete (struct_size %zu, name, device_count, "
+                           "device_info and kinds are required)",
+                           d->struct_size));
+  for (size_t i = 0; i < d->nkinds; i++) {
+    const devmm_resource_kind *k = &d->kinds[i];
+    if (!k->name || !k->create)
+      return fail(p, fmt_dup("its resource kind #%zu has no name or factory", i));
+    size_t pl = strlen(d->name);
+    if (strncmp(k->name, d->name, pl) != 0 || k->name[pl] != '.')
+      return fail(p, fmt_dup("its resource kind '%s' is not named '%s.<kind>'", k->name, d->name));
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(d->kinds[j].name, k->name) == 0)
+        return fail(p, fmt_dup("it declares the resource kind '%s' twice", k->name));
+  }
+  p->desc = d;
+  /* devices: a failure here is not a load failure, it is "0 devices: <reason>" */
+  size_t n = 0;
+  devmm_clear_error();
+  if (d->device_count(&n) != DEVMM_OK) {
+    p->error = fmt_dup("0 devices: %s", *devmm_last_error() ? devmm_last_error() : "unknown");
+    n = 0;
+  }
+  if (n) {
+    p->devices = calloc(n, sizeof *p->devices);
+    if (!p->devices)
+      return fail(p, NULL);
+    for (size_t i = 0; i < n; i++) {
+      p->devices[i].struct_size = sizeof p->devices[i];
+      if (d->device_info(i, &p->devices[i]) != DEVMM_OK) {
+        free(p->error);
+        p->error = fmt_dup("device #%zu: %s", i, devmm_last_error());
+        n = i;
+        break;
+      }
+    }
+  }
+  p->ndevices = n;
+  return p;
+}

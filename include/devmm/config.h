@@ -1,0 +1,72 @@
+/* devmm — initialisation from devmm.ini, and what it built (plugins, devices, stacks).
+ *
+ *   if (devmm_init(NULL) != DEVMM_OK) fprintf(stderr, "%s\n", devmm_last_error());
+ *   char *json; devmm_info_json(&json); puts(json); devmm_string_free(json);
+ *
+ * Lookup when path is NULL: $DEVMM_CONFIG, $XDG_CONFIG_HOME/devmm/devmm.ini (default
+ * ~/.config), <sysconfdir>/devmm/devmm.ini, then the built-in default (the cpu plugin with
+ * cpu.malloc). The environment is ignored in set-uid/set-gid processes. Never the current
+ * directory. */
+#ifndef DEVMM_CONFIG_H
+#define DEVMM_CONFIG_H
+
+#include "export.h"
+#include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads the configuration (path, or the lookup above when NULL), loads its plugins and sets
+ * every device's current resource. Errors in the file fail with DEVMM_ECONFIG ("file:line:
+ * what, expected ...") and change nothing. A plugin that fails to load is recorded (see
+ * devmm_plugin_get) and logged; the others keep working. Calling it again re-initialises. */
+DEVMM_API int devmm_init(const char *path);
+/* Clears the registry and forgets the configuration (plugins stay loaded until exit). */
+DEVMM_API void devmm_shutdown(void);
+/* 1 once devmm_init succeeded (explicitly or lazily), else 0. */
+DEVMM_API int devmm_is_initialized(void);
+/* The configuration in use: its path, or "built-in default" ("" before init). */
+DEVMM_API const char *devmm_config_source(void);
+
+typedef struct devmm_plugin_status {
+  const char *name;    /* as written in the config */
+  const char *path;    /* resolved file, or "" if not found */
+  const char *version; /* "" if not loaded */
+  uint32_t abi_major, abi_minor;
+  int loaded;        /* 1 if usable */
+  const char *error; /* why it failed to load, or why it has 0 devices ("" if neither) */
+  size_t ndevices;
+  size_t nkinds;
+} devmm_plugin_status;
+
+typedef struct devmm_device_status {
+  devmm_device_info info;
+  const char *plugin; /* plugin that enumerates it */
+  const char *stack;  /* the resource stack, outermost first ("limiting(statistics(cpu.malloc))") */
+  const char *error;  /* why no resource could be built ("" if fine) */
+} devmm_device_status;
+
+/* Number of plugins named by the configuration. */
+DEVMM_API size_t devmm_plugin_count(void);
+/* Status of plugin i (strings live until the next devmm_init/devmm_shutdown). */
+DEVMM_API int devmm_plugin_get(size_t i, devmm_plugin_status *out);
+/* Number of devices enumerated by the loaded plugins. */
+DEVMM_API size_t devmm_device_count(void);
+/* Status of device i (strings live until the next devmm_init/devmm_shutdown). */
+DEVMM_API int devmm_device_get(size_t i, devmm_device_status *out);
+/* The resource kinds of loaded plugins: name of kind i, or NULL past the end. */
+DEVMM_API const char *devmm_kind_name(size_t i);
+/* Creates a resource of a named kind ("cpu.mmap") for device_id with key/value options. */
+DEVMM_API int devmm_resource_create_kind(const char *kind, int32_t device_id,
+                                         const devmm_option *options, size_t noptions,
+                                         devmm_resource **out);
+/* Everything above as one JSON document; free with devmm_string_free. */
+DEVMM_API int devmm_info_json(char **out);
+/* Parses a size ("4GiB", "1.5 MB", "1000", "90%" of total_bytes; total 0 refuses %). */
+DEVMM_API int devmm_parse_size(const char *text, size_t total_bytes, size_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,181 @@
+/* devmm-info: what devmm sees — the configuration used, each plugin, each device and the
+ * resource stack built for it. --check does an allocate/write/read/free round trip on every
+ * device; --json prints the same for machines.
+ *
+ * Exit status: 0 fine; 1 the configuration is invalid; 2 a --check failed, or (--strict) a
+ * plugin failed to load. */
+#include <devmm/devmm.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+  fputs("usage: devmm-info [--config FILE] [--check] [--json] [--strict]\n"
+        "  --config FILE  read FILE instead of the usual lookup\n"
+        "  --check        allocate, write, read back and free 1 MiB on every device\n"
+        "  --json         print JSON instead of text\n"
+        "  --strict       exit 2 if any plugin failed to load\n",
+        f);
+}
+
+static void human(char *buf, size_t cap, size_t bytes) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int i = 0;
+  while (v >= 1024 && i < 4)
+    v /= 1024, i++;
+  snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+/* Round trip through the device's current resource: allocate, fill with a pattern through the
+ * resource's memset, copy back into host memory, compare, free. */
+static int check_device(devmm_device dev, char *msg, size_t cap) {
+  const size_t n = 1 << 20;
+  devmm_resource *r;
+  if (devmm_get_current_resource(dev, &r) != DEVMM_OK) {
+    snprintf(msg, cap, "%s", devmm_last_error());
+    return 1;
+  }
+  void *p = NULL;
+  unsigned char *host = malloc(n);
+  int rc = host ? devmm_allocate(r, n, 0, NULL, &p) : DEVMM_ENOMEM;
+  if (!rc)
+    rc = devmm_memset(r, p, 0x5a, n, NULL);
+  if (!rc)
+    rc = devmm_copy(r, host, p, n, NULL);
+  if (!rc)
+    rc = devmm_synchronize(r, NULL);
+  if (rc) {
+    snprintf(msg, cap, "%s", devmm_last_error());
+  } else {
+    for (size_t i = 0; i < n; i++)
+      if (host[i] != 0x5a) {
+        snprintf(msg, cap, "read back 0x%02x at byte %zu, wrote 0x5a", host[i], i);
+        rc = 1;
+        break;
+      }
+    if (!rc)
+      snprintf(msg, cap, "allocate/write/read/free 1 MiB through %s: ok", devmm_resource_name(r));
+  }
+  if (p && devmm_deallocate(r, p, n, 0, NULL) != DEVMM_OK && !rc) {
+    snprintf(msg, cap, "free failed: %s", devmm_last_error());
+    rc = 1;
+  }
+  free(host);
+  devmm_resource_release(r);
+  return rc != 0;
+}
+
+int main(int argc, char **argv) {
+  const char *config = NULL;
+  int check = 0, json = 0, strict = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--check") == 0)
+      check = 1;
+    else if (strcmp(argv[i], "--json") == 0)
+      json = 1;
+    else if (strcmp(argv[i], "--strict") == 0)
+      strict = 1;
+    else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      config = argv[++i];
+    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "devmm-info: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 1;
+    }
+  }
+  if (devmm_init(config) != DEVMM_OK) {
+    fprintf(stderr, "devmm-info: invalid configuration: %s\n", devmm_last_error());
+    return 1;
+  }
+  int failed_plugins = 0, failed_checks = 0;
+  size_t np = devmm_plugin_count(), nd = devmm_device_count();
+  char **results = calloc(nd ? nd : 1, sizeof *results);
+  int *ok = calloc(nd ? nd : 1, sizeof *ok);
+  for (size_t i = 0; check && i < nd; i++) {
+    devmm_device_status d;
+    devmm_device_get(i, &d);
+    results[i] = malloc(1024);
+    ok[i] = !check_device(d.info.device, results[i], 1024);
+    failed_checks += !ok[i];
+  }
+  for (size_t i = 0; i < np; i++) {
+    devmm_plugin_status p;
+    devmm_plugin_get(i, &p);
+    failed_plugins += !p.loaded;
+  }
+  if (json) {
+    char *doc;
+    devmm_info_json(&doc);
+    size_t len = strlen(doc);
+    doc[len - 1] = '\0'; /* drop the closing brace to append the checks */
+    fputs(doc, stdout);
+    devmm_string_free(doc);
+    if (check) {
+      fputs(", \"check\": [", stdout);
+      for (size_t i = 0; i < nd; i++) {
+        devmm_device_status d;
+        char name[32];
+        devmm_device_get(i, &d);
+        devmm_device_format(d.info.device, name, sizeof name);
+        printf("%s{\"device\": \"%s\", \"ok\": %s, \"message\": \"", i ? ", " : "", name,
+               ok[i] ? "true" : "false");
+        for (const char *c = results[i]; *c; c++)
+          printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+        fputs("\"}", stdout);
+      }
+      fputs("]", stdout);
+    }
+    puts("}");
+  } else {
+    printf("devmm %s (plugin ABI %d.%d)\nconfig: %s\n\nplugins:\n", devmm_version(),
+           DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR, devmm_config_source());
+    for (size_t i = 0; i < np; i++) {
+      devmm_plugin_status p;
+      devmm_plugin_get(i, &p);
+      if (p.loaded)
+        printf(
+            "  %-8s %-8s ABI %u.%u  %s\n           loaded: %zu device%s, %zu resource kinds%s%s\n",
+            p.name, p.version, p.abi_major, p.abi_minor, p.path, p.ndevices,
+            p.ndevices == 1 ? "" : "s", p.nkinds, *p.error ? "; " : "", p.error);
+      else
+        printf("  %-8s FAILED: %s\n", p.name, p.error);
+    }
+    printf("\nresource kinds:");
+    for (size_t k = 0; devmm_kind_name(k); k++)
+      printf("%s%s", k ? ", " : " ", devmm_kind_name(k));
+    printf("\n\ndevices:\n");
+    if (!nd)
+      printf("  (none)\n");
+    for (size_t i = 0; i < nd; i++) {
+      devmm_device_status d;
+      char name[32], total[32], freeb[32];
+      devmm_device_get(i, &d);
+      devmm_device_format(d.info.device, name, sizeof name);
+      human(total, sizeof total, d.info.total_bytes);
+      human(freeb, sizeof freeb, d.info.free_bytes);
+      printf("  %-8s %s\n           memory: %s total, %s free; plugin %s\n", name, d.info.name,
+             total, freeb, d.plugin);
+      if (*d.error)
+        printf("           stack: NONE: %s\n", d.error);
+      else
+        printf("           stack: %s\n", d.stack);
+      if (check)
+        printf("           check: %s%s\n", ok[i] ? "" : "FAILED: ", results[i]);
+    }
+    if (check)
+      printf("\ncheck: %zu passed, %d failed\n", nd - (size_t)failed_checks, failed_checks);
+  }
+  for (size_t i = 0; i < nd; i++)
+    free(results[i]);
+  free(results);
+  free(ok);
+  devmm_shutdown();
+  if (failed_checks || (strict && failed_plugins))
+    return 2;
+  return 0;
+}
