@@ -80,7 +80,9 @@ START_TEST(stress_full_stack_balances) {
   ck_assert_int_eq(s.current_bytes, 0);
   ck_assert_int_eq(s.current_count, 0);
   ck_assert_int_eq(s.total_count, allocs);
-  ck_assert_int_le(s.peak_bytes, LIMIT);
+  /* statistics sits outside limiting and counts a free after limiting has released it, so
+     another thread's allocation can briefly overlap: at most one in-flight free per thread */
+  ck_assert_int_le(s.peak_bytes, LIMIT + THREADS * 8192);
   ck_assert_int_gt(failures, 0);
   ck_assert_int_gt(s.peak_bytes, 0);
   size_t count, bytes, used;
