@@ -23,8 +23,9 @@ build: deps $(BUILD)/build.ninja
 test: build
 	$(MESON) test -C $(BUILD) --print-errorlogs
 
+# The main job: build devmm and show what it sees, with a round trip on every device.
 run: build
-	$(MESON) devenv -C $(BUILD) devmm-info --check
+	$(MESON) devenv -C $(BUILD) devmm-info --check --config $(CURDIR)/$(BUILD)/conf/devmm.ini
 
 bench: build
 	$(MESON) test -C $(BUILD) --benchmark --verbose

@@ -388,6 +388,7 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;  /* serialises dev
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER; /* guards `current` */
 static state *current;
 static atomic_int initialized;
+static atomic_int lazy_tried; /* the registry's fallback tries a lazy init once */
 
 static void state_free(state *s) {
   if (!s)
@@ -454,6 +455,17 @@ static int check_section(state *s, const dsection *sec) {
     return devmm_set_error(DEVMM_ECONFIG,
                            "%s:%d: unknown resource kind '%s': plugin '%s' offers %s", s->c.source,
                            res->line, res->value, named->name, valid);
+  }
+  if (k->device_type != sec->dev.device_type) {
+    char want[32], have[32];
+    devmm_device dk = {k->device_type, 0};
+    devmm_device_format(dk, want, sizeof want);
+    devmm_device_format(sec->dev, have, sizeof have);
+    want[strcspn(want, ":")] = have[strcspn(have, ":")] = '\0';
+    return devmm_set_error(DEVMM_ECONFIG,
+                           "%s:%d: resource = %s allocates %s memory, but this section is for "
+                           "%s devices",
+                           s->c.source, res->line, res->value, want, have);
   }
   for (size_t i = 0; i < sec->nopts; i++) {
     const kv *o = &sec->opts[i];
@@ -554,7 +566,19 @@ static int build_device(state *s, dstate *ds) {
       opts[n++] = (devmm_option){sec->opts[i].key, sec->opts[i].value, sec->opts[i].line};
   devmm_resource *r = NULL;
   devmm_clear_error();
-  if (k->create(devmm__host(), ds->info.device.device_id, opts, n, &r) != DEVMM_OK || !r) {
+  int frc = k->create(devmm__host(), ds->info.device.device_id, opts, n, &r);
+  if (frc == DEVMM_EINVAL && sec) { /* a bad option value: the file's fault */
+    char msg[DEVMM__MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", devmm_last_error());
+    devmm_resource_release(r);
+    char name[32];
+    devmm_device_format(sec->dev, name, sizeof name);
+    if (sec->wildcard)
+      name[strcspn(name, ":")] = '\0';
+    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source, sec->line,
+                           name, sec->wildcard ? ":*" : "", msg);
+  }
+  if (frc != DEVMM_OK || !r) {
     char msg[DEVMM__MSG_MAX + 64];
     snprintf(msg, sizeof msg, "%s: %s", k->name,
              r ? devmm_last_error()
@@ -726,6 +750,13 @@ static int build(const char *path, state **out) {
   }
   for (size_t i = 0; i < s->nplugins; i++)
     for (size_t k = 0; k < s->plugins[i]->ndevices; k++) {
+      devmm_device dev = s->plugins[i]->devices[k].device;
+      int seen = 0; /* a device two plugins enumerate belongs to the first */
+      for (size_t j = 0; j < s->ndevices; j++)
+        seen |= s->devices[j].info.device.device_type == dev.device_type &&
+                s->devices[j].info.device.device_id == dev.device_id;
+      if (seen)
+        continue;
       dstate *ds = &s->devices[s->ndevices++];
       ds->info = s->plugins[i]->devices[k];
       ds->plugin = s->plugins[i];
@@ -744,8 +775,12 @@ fail:
   return rc;
 }
 
-int devmm_init(const char *path) {
+static int init(const char *path, int lazy) {
   pthread_mutex_lock(&init_lock);
+  if (lazy && atomic_load(&initialized)) { /* another thread got there first */
+    pthread_mutex_unlock(&init_lock);
+    return DEVMM_OK;
+  }
   state *s = NULL;
   int rc = build(path, &s);
   if (rc) {
@@ -756,15 +791,22 @@ int devmm_init(const char *path) {
   state *old = current;
   current = s;
   pthread_mutex_unlock(&state_lock);
-  devmm_registry_clear();
+  /* Replace what the previous configuration set; leave what the user set alone (a lazy init
+   * only fills devices that have no resource yet). */
+  for (size_t i = 0; old && i < old->ndevices; i++)
+    if (old->devices[i].resource)
+      devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL, 0);
   for (size_t i = 0; i < s->ndevices; i++)
     if (s->devices[i].resource)
-      devmm_set_current_resource(s->devices[i].info.device, s->devices[i].resource, NULL);
+      devmm__registry_replace(s->devices[i].info.device, NULL, s->devices[i].resource,
+                              lazy ? 1 : 2);
   atomic_store(&initialized, 1);
   pthread_mutex_unlock(&init_lock);
   state_free(old);
   return DEVMM_OK;
 }
+
+int devmm_init(const char *path) { return init(path, 0); }
 
 void devmm_shutdown(void) {
   pthread_mutex_lock(&init_lock);
@@ -772,8 +814,11 @@ void devmm_shutdown(void) {
   state *old = current;
   current = NULL;
   pthread_mutex_unlock(&state_lock);
-  devmm_registry_clear();
+  for (size_t i = 0; old && i < old->ndevices; i++)
+    if (old->devices[i].resource)
+      devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL, 0);
   atomic_store(&initialized, 0);
+  atomic_store(&lazy_tried, 0);
   pthread_mutex_unlock(&init_lock);
   state_free(old);
 }
@@ -783,7 +828,7 @@ int devmm_is_initialized(void) { return atomic_load(&initialized); }
 const char *devmm_config_source(void) { return current ? current->c.source : ""; }
 
 static void ensure_init(void) {
-  if (!atomic_load(&initialized) && devmm_init(NULL) != DEVMM_OK)
+  if (!atomic_load(&initialized) && init(NULL, 1) != DEVMM_OK)
     devmm__log(DEVMM_LOG_ERROR, NULL, "initialisation failed: %s", devmm_last_error());
 }
 
@@ -791,8 +836,7 @@ int devmm__registry_fallback(devmm_device device, devmm_resource **out) {
   char name[32];
   devmm_device_format(device, name, sizeof name);
   *out = NULL;
-  static atomic_int tried;
-  if (!atomic_load(&initialized) && !atomic_exchange(&tried, 1)) {
+  if (!atomic_load(&initialized) && !atomic_exchange(&lazy_tried, 1)) {
     char saved[DEVMM__MSG_MAX] = "";
     ensure_init();
     if (!atomic_load(&initialized)) {

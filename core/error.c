@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_message[DEVMM__MSG_MAX];
 static _Thread_local int last_status;
@@ -41,10 +42,13 @@ const char *devmm_strerror(int status) {
 }
 
 int devmm_set_error(int status, const char *fmt, ...) {
+  /* format into a scratch buffer first: callers often pass devmm_last_error() as an argument */
+  char buf[DEVMM__MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(last_message, buf, sizeof buf);
   last_status = status;
   return status;
 }

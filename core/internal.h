@@ -38,6 +38,10 @@ int devmm__forward_synchronize(devmm_resource *self, devmm_stream s);
 /* Checks that r is an adaptor of the given kind; sets an error naming `what` if not. */
 int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what);
 
+/* Registry update used by init: mode 0 clears the device's entry if it is `expected`; mode 1
+ * sets r only if the device has none; mode 2 sets r unconditionally. */
+int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm_resource *r,
+                            int mode);
 /* Hook run by the registry when no resource is set for a device (installed by init.c). */
 int devmm__registry_fallback(devmm_device device, devmm_resource **out);
 

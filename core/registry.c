@@ -76,3 +76,27 @@ void devmm_registry_clear(void) {
   for (int i = 0; i < n; i++)
     devmm_resource_release(copy[i].resource);
 }
+
+int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm_resource *r,
+                            int mode) {
+  devmm_resource *drop = NULL;
+  pthread_mutex_lock(&lock);
+  entry *e = find(device);
+  if (mode == 0) { /* clear if it is still `expected` */
+    if (e && e->resource == expected) {
+      drop = e->resource;
+      *e = table[--nentries];
+    }
+  } else if (e) { /* mode 1: only if empty; mode 2: always */
+    if (mode == 2) {
+      drop = e->resource;
+      e->resource = devmm_resource_retain(r);
+    }
+  } else if (nentries < MAX_ENTRIES) {
+    table[nentries].device = device;
+    table[nentries++].resource = devmm_resource_retain(r);
+  }
+  pthread_mutex_unlock(&lock);
+  devmm_resource_release(drop);
+  return DEVMM_OK;
+}

@@ -1,0 +1,513 @@
+/* Suites: config (golden files, lookup order), plugins (fault plugins, the cpu plugin).
+ * Environment (set by Meson): DEVMM_TEST_CONFIGS (tests/config), DEVMM_TEST_PLUGINS (the
+ * fault plugins' build directory), DEVMM_PLUGIN_PATH (the real plugins' build directory). */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testres.h"
+
+static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
+
+static const char *env_dir(const char *name) {
+  const char *v = getenv(name);
+  ck_assert_msg(v && *v, "%s is not set (run through meson test)", name);
+  return v;
+}
+
+/* Every test starts from a clean environment: no config from the user's machine. */
+static void isolate(void) {
+  unsetenv("DEVMM_CONFIG");
+  setenv("XDG_CONFIG_HOME", "/nonexistent-devmm-test", 1);
+  setenv("DEVMM_LOG_LEVEL", "error", 1);
+  devmm_shutdown();
+}
+
+static char *write_temp(const char *text) {
+  static char path[64];
+  strcpy(path, "/tmp/devmm-test-XXXXXX");
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  return path;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  static char buf[2048];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  return buf;
+}
+
+/* ================================================================ config */
+
+/* Each tests/config/X.ini fails devmm_init with exactly the message in X.err (@DIR@ = dir). */
+START_TEST(config_golden_errors) {
+  isolate();
+  const char *dir = env_dir("DEVMM_TEST_CONFIGS");
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (len < 5 || strcmp(e->d_name + len - 4, ".ini") != 0)
+      continue;
+    char ini[1024], err[1024], expected[2048];
+    snprintf(ini, sizeof ini, "%s/%s", dir, e->d_name);
+    snprintf(err, sizeof err, "%s/%.*s.err", dir, (int)(len - 4), e->d_name);
+    const char *tmpl = slurp(err);
+    const char *at = strstr(tmpl, "@DIR@");
+    if (at)
+      snprintf(expected, sizeof expected, "%.*s%s%s", (int)(at - tmpl), tmpl, dir, at + 5);
+    else
+      snprintf(expected, sizeof expected, "%s", tmpl);
+    devmm_registry_clear();
+    ck_assert_msg(devmm_init(ini) == DEVMM_ECONFIG, "%s: expected DEVMM_ECONFIG, got '%s'",
+                  e->d_name, devmm_last_error());
+    ck_assert_msg(strcmp(devmm_last_error(), expected) == 0, "%s:\n  got      '%s'\n  expected '%s'",
+                  e->d_name, devmm_last_error(), expected);
+    /* nothing was built: the registry is as it was (empty) */
+    ck_assert_int_eq(devmm_is_initialized(), 0);
+    n++;
+  }
+  closedir(d);
+  ck_assert_int_ge(n, 20);
+}
+END_TEST
+
+START_TEST(config_failed_reinit_keeps_previous_state) {
+  isolate();
+  char *good = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = statistics\n");
+  char goodpath[64];
+  strcpy(goodpath, good);
+  ck_assert_int_eq(devmm_init(goodpath), DEVMM_OK);
+  devmm_resource *before, *after;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &before), DEVMM_OK);
+  char *bad = write_temp("[device cpu]\nresource = cpu.nope\n");
+  ck_assert_int_eq(devmm_init(bad), DEVMM_ECONFIG);
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &after), DEVMM_OK);
+  ck_assert_ptr_eq(before, after); /* unchanged */
+  ck_assert_str_eq(devmm_config_source(), goodpath);
+  devmm_resource_release(before);
+  devmm_resource_release(after);
+  unlink(goodpath);
+  unlink(bad);
+}
+END_TEST
+
+START_TEST(config_missing_and_unreadable_files) {
+  isolate();
+  ck_assert_int_eq(devmm_init("/nonexistent/devmm.ini"), DEVMM_ECONFIG);
+  ck_assert_str_eq(devmm_last_error(), "cannot read configuration file '/nonexistent/devmm.ini': "
+                                       "No such file or directory");
+  char *p = write_temp("[devmm]\n");
+  char path[64];
+  strcpy(path, p);
+  chmod(path, 0);
+  if (geteuid() == 0)
+    ck_assert_int_eq(setuid(65534), 0); /* root reads anything: become nobody (forked test) */
+  ck_assert_int_eq(devmm_init(path), DEVMM_ECONFIG);
+  ck_assert_error_contains("cannot read configuration file");
+  ck_assert_error_contains("Permission denied");
+}
+END_TEST
+
+START_TEST(config_lookup_order) {
+  isolate();
+  /* nothing anywhere: the built-in default */
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), "built-in default");
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack, "cpu.malloc");
+  /* $XDG_CONFIG_HOME/devmm/devmm.ini */
+  char xdg[] = "/tmp/devmm-xdg-XXXXXX", sub[128], file[160];
+  ck_assert_ptr_nonnull(mkdtemp(xdg));
+  snprintf(sub, sizeof sub, "%s/devmm", xdg);
+  mkdir(sub, 0755);
+  snprintf(file, sizeof file, "%s/devmm.ini", sub);
+  FILE *f = fopen(file, "w");
+  fputs("[device cpu]\nresource = cpu.aligned\n", f);
+  fclose(f);
+  setenv("XDG_CONFIG_HOME", xdg, 1);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), file);
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.stack, "cpu.aligned(64)");
+  /* $DEVMM_CONFIG beats XDG */
+  char *env = write_temp("[device cpu]\nresource = cpu.mmap\n");
+  setenv("DEVMM_CONFIG", env, 1);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), env);
+  /* an explicit path beats both */
+  char *expl = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = tracking\n");
+  ck_assert_int_eq(devmm_init(expl), DEVMM_OK);
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.stack, "tracking(cpu.malloc)");
+  /* a file in the current directory is never read implicitly */
+  unsetenv("DEVMM_CONFIG");
+  setenv("XDG_CONFIG_HOME", "/nonexistent-devmm-test", 1);
+  ck_assert_int_eq(chdir(sub), 0);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), "built-in default");
+  unlink(file);
+  rmdir(sub);
+  rmdir(xdg);
+  unlink(env);
+  unlink(expl);
+}
+END_TEST
+
+START_TEST(config_stack_and_limit_percent) {
+  isolate();
+  char *p = write_temp("[devmm]\nplugins = cpu\nlog_level = error\n"
+                       "[device cpu]\nresource = cpu.malloc\n"
+                       "adaptors = statistics, limiting, tracking\nlimit = 50%\n"
+                       "statistics = sharded\nbacktraces = no\n");
+  ck_assert_int_eq(devmm_init(p), DEVMM_OK);
+  devmm_device_status d;
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.stack, "tracking(limiting(statistics(cpu.malloc)))");
+  devmm_resource *r, *lim;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_OK);
+  lim = devmm_resource_upstream(r);
+  size_t limit;
+  ck_assert_int_eq(devmm_limiting_get(lim, NULL, &limit), DEVMM_OK);
+  ck_assert_uint_eq(limit, d.info.total_bytes / 2);
+  ck_assert_uint_gt(limit, 0);
+  devmm_statistics st;
+  void *q;
+  ck_assert_int_eq(devmm_allocate(r, 4096, 0, NULL, &q), DEVMM_OK);
+  ck_assert_int_eq(devmm_statistics_get(devmm_resource_upstream(lim), &st), DEVMM_OK);
+  ck_assert_int_eq(st.current_bytes, 4096);
+  devmm_deallocate(r, q, 4096, 0, NULL);
+  devmm_resource_release(r);
+  unlink(p);
+}
+END_TEST
+
+START_TEST(config_lazy_init_on_first_use) {
+  isolate();
+  ck_assert_int_eq(devmm_is_initialized(), 0);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_OK); /* initialises itself */
+  ck_assert_int_eq(devmm_is_initialized(), 1);
+  ck_assert_str_eq(devmm_resource_name(r), "cpu.malloc");
+  devmm_resource_release(r);
+  devmm_device cuda = {DEVMM_DEVICE_CUDA, 0};
+  ck_assert_int_eq(devmm_get_current_resource(cuda, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("no current resource for device cuda:0");
+}
+END_TEST
+
+START_TEST(parse_sizes) {
+  struct {
+    const char *text;
+    size_t total, want;
+  } ok[] = {{"1000", 0, 1000},        {"4GiB", 0, 4ull << 30}, {"1.5 KiB", 0, 1536},
+            {"2MB", 0, 2000000},      {"512 mib", 0, 512ull << 20}, {"90%", 1000, 900},
+            {"0", 0, 0},              {"7 B", 0, 7},           {" 3 G ", 0, 3ull << 30}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    size_t v;
+    ck_assert_msg(devmm_parse_size(ok[i].text, ok[i].total, &v) == 0, "%s: %s", ok[i].text,
+                  devmm_last_error());
+    ck_assert_uint_eq(v, ok[i].want);
+  }
+  size_t v;
+  ck_assert_int_eq(devmm_parse_size("-5", 0, &v), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_parse_size("5 parsecs", 0, &v), DEVMM_EINVAL);
+  ck_assert_error_contains("bad size '5 parsecs'");
+  ck_assert_int_eq(devmm_parse_size("50%", 0, &v), DEVMM_EINVAL);
+  ck_assert_error_contains("needs the device's total memory");
+  ck_assert_int_eq(devmm_parse_size("99999999999 TiB", 0, &v), DEVMM_EOVERFLOW);
+  ck_assert_int_eq(devmm_parse_size("", 0, &v), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_parse_size(NULL, 0, &v), DEVMM_EINVAL);
+}
+END_TEST
+
+Suite *config_suite(void) {
+  Suite *s = suite_create("config");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, config_golden_errors);
+  tcase_add_test(tc, config_failed_reinit_keeps_previous_state);
+  tcase_add_test(tc, config_missing_and_unreadable_files);
+  tcase_add_test(tc, config_lookup_order);
+  tcase_add_test(tc, config_stack_and_limit_percent);
+  tcase_add_test(tc, config_lazy_init_on_first_use);
+  tcase_add_test(tc, parse_sizes);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+/* ================================================================ plugins */
+
+/* A config loading cpu plus `others` from the fault-plugin directory. */
+static const char *config_with(const char *others, const char *extra) {
+  static char text[2048];
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, %s\nplugin_path = %s\n%s", others,
+           env_dir("DEVMM_TEST_PLUGINS"), extra ? extra : "");
+  return write_temp(text);
+}
+
+static devmm_plugin_status plugin_named(const char *name) {
+  devmm_plugin_status st;
+  for (size_t i = 0; i < devmm_plugin_count(); i++) {
+    ck_assert_int_eq(devmm_plugin_get(i, &st), DEVMM_OK);
+    if (strcmp(st.name, name) == 0)
+      return st;
+  }
+  ck_abort_msg("no plugin %s", name);
+  return st;
+}
+
+static void cpu_still_works(void) {
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_OK);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 100, 0, NULL, &p), DEVMM_OK);
+  memset(p, 1, 100);
+  devmm_deallocate(r, p, 100, 0, NULL);
+  devmm_resource_release(r);
+}
+
+static const struct {
+  const char *plugin, *error;
+} faults[] = {
+    {"badabi", "it was built for plugin ABI 99.0; this devmm speaks 1.x"},
+    {"newminor", "it needs plugin ABI 1.99; this devmm provides only 1.0"},
+    {"noentry", "has no entry symbol devmm_plugin_entry()"},
+    {"initfail", "its initialisation failed: simulated init failure"},
+    {"dupkinds", "it declares the resource kind 'dupkinds.heap' twice"},
+    {"notso", "cannot load '"},
+    {"nosuch", "plugin 'nosuch' not found: no devmm-nosuch.so in the plugin path"},
+    {"../evil", "plugin name '../evil' is not a plain name"},
+};
+
+START_TEST(plugin_load_faults) {
+  isolate();
+  const char *cfgpath = config_with(faults[_i].plugin, NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named(faults[_i].plugin);
+  ck_assert_int_eq(st.loaded, 0);
+  ck_assert_msg(strstr(st.error, faults[_i].error) != NULL, "%s: error '%s' lacks '%s'",
+                faults[_i].plugin, st.error, faults[_i].error);
+  ck_assert_int_eq(plugin_named("cpu").loaded, 1);
+  cpu_still_works();
+  char *json;
+  ck_assert_int_eq(devmm_info_json(&json), DEVMM_OK);
+  ck_assert_ptr_nonnull(strstr(json, "\"status\": \"failed\""));
+  devmm_string_free(json);
+  unlink(cfgpath);
+}
+END_TEST
+
+START_TEST(plugin_factory_faults) {
+  isolate();
+  /* the working test plugin's kind serves cpu:0 through a section */
+  const char *ok = config_with("faulty", "[device cpu]\nresource = faulty.heap\n");
+  ck_assert_int_eq(devmm_init(ok), DEVMM_OK);
+  devmm_device_status d;
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.stack, "faulty.heap");
+  cpu_still_works();
+  unlink(ok);
+  /* a factory that fails: the device has no resource, with the reason */
+  const char *bad = config_with("factoryfail", "[device cpu]\nresource = factoryfail.heap\n");
+  ck_assert_int_eq(devmm_init(bad), DEVMM_OK);
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.error, "factoryfail.heap: simulated factory failure");
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("factoryfail.heap: simulated factory failure");
+  unlink(bad);
+  /* a factory that says OK without a resource */
+  const char *null = config_with("factorynull", "[device cpu]\nresource = factorynull.heap\n");
+  ck_assert_int_eq(devmm_init(null), DEVMM_OK);
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.error, "factorynull.heap: the factory returned no resource");
+  ck_assert_int_eq(devmm_resource_create_kind("factorynull.heap", 0, NULL, 0, &r), DEVMM_EPLUGIN);
+  ck_assert_error_contains("reported success but returned no resource");
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.malloc", 0, NULL, 0, &r), DEVMM_OK);
+  devmm_resource_release(r);
+  unlink(null);
+  /* a plugin whose devices cannot be counted: loaded, 0 devices, with the reason */
+  const char *nodev = config_with("nodevices", NULL);
+  ck_assert_int_eq(devmm_init(nodev), DEVMM_OK);
+  devmm_plugin_status st = plugin_named("nodevices");
+  ck_assert_int_eq(st.loaded, 1);
+  ck_assert_uint_eq(st.ndevices, 0);
+  ck_assert_str_eq(st.error, "0 devices: simulated: no device present");
+  unlink(nodev);
+}
+END_TEST
+
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  ck_assert(a && b);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+    fwrite(buf, 1, n, b);
+  fclose(a);
+  fclose(b);
+}
+
+START_TEST(plugin_writable_by_others_refused) {
+  isolate();
+  char dir[] = "/tmp/devmm-ww-XXXXXX", so[128], src[1024], text[512];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  chmod(dir, 0755);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", dir);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  copy_file(src, so);
+  chmod(so, 0757); /* writable by others */
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s\n", dir);
+  const char *cfg = write_temp(text);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st = plugin_named("faulty");
+  ck_assert_int_eq(st.loaded, 0);
+  ck_assert_msg(strstr(st.error, "refusing plugin file") && strstr(st.error, "writable by others"),
+                "%s", st.error);
+  cpu_still_works();
+  /* the file is fine now, but its directory is writable by others */
+  chmod(so, 0755);
+  chmod(dir, 0777);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  st = plugin_named("faulty");
+  ck_assert_int_eq(st.loaded, 0);
+  ck_assert_msg(strstr(st.error, "refusing plugin directory"), "%s", st.error);
+  /* and with both fixed it loads */
+  chmod(dir, 0755);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  ck_assert_int_eq(plugin_named("faulty").loaded, 1);
+  unlink(so);
+  rmdir(dir);
+  unlink(cfg);
+}
+END_TEST
+
+START_TEST(plugin_absolute_path_allowed) {
+  isolate();
+  char text[1024];
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, %s/devmm-faulty.so\n",
+           env_dir("DEVMM_TEST_PLUGINS"));
+  const char *cfg = write_temp(text);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st;
+  devmm_plugin_get(1, &st);
+  ck_assert_int_eq(st.loaded, 1);
+  ck_assert_str_eq(st.version, "0.0.1");
+  unlink(cfg);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the cpu plugin */
+
+static void roundtrip(devmm_resource *r, size_t n, size_t align) {
+  unsigned char *p;
+  ck_assert_msg(devmm_allocate(r, n, align, NULL, (void **)&p) == 0, "%s", devmm_last_error());
+  if (align)
+    ck_assert_uint_eq((uintptr_t)p % align, 0);
+  ck_assert_int_eq(devmm_memset(r, p, 0xab, n, NULL), DEVMM_OK);
+  unsigned char *back = malloc(n);
+  ck_assert_int_eq(devmm_copy(r, back, p, n, NULL), DEVMM_OK);
+  ck_assert_int_eq(back[0], 0xab);
+  ck_assert_int_eq(back[n - 1], 0xab);
+  free(back);
+  ck_assert_int_eq(devmm_deallocate(r, p, n, align, NULL), DEVMM_OK);
+}
+
+START_TEST(cpu_kinds) {
+  isolate();
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  devmm_resource *r;
+  const char *kinds[] = {"cpu.malloc", "cpu.aligned", "cpu.mmap"};
+  for (int k = 0; k < 3; k++) {
+    ck_assert_int_eq(devmm_resource_create_kind(kinds[k], 0, NULL, 0, &r), DEVMM_OK);
+    roundtrip(r, 1, 0);
+    roundtrip(r, 100000, 0);
+    roundtrip(r, 3000, 64);
+    roundtrip(r, 5000, 1 << 16);
+    size_t f, t;
+    ck_assert_int_eq(devmm_mem_info(r, &f, &t), DEVMM_OK);
+    ck_assert_uint_gt(t, 0);
+    ck_assert_uint_le(f, t);
+    void *p;
+    ck_assert_int_eq(devmm_allocate(r, 10, 0, (devmm_stream)0x10, &p), DEVMM_EINVAL);
+    ck_assert_error_contains("CPU memory has no streams");
+    devmm_resource_release(r);
+  }
+  devmm_option opts[] = {{"alignment", "4096", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.aligned", 0, opts, 1, &r), DEVMM_OK);
+  ck_assert_str_eq(devmm_resource_name(r), "cpu.aligned(4096)");
+  void *p;
+  devmm_allocate(r, 8, 0, NULL, &p);
+  ck_assert_uint_eq((uintptr_t)p % 4096, 0);
+  devmm_deallocate(r, p, 8, 0, NULL);
+  devmm_resource_release(r);
+  devmm_option huge[] = {{"huge_pages", "transparent", 0}, {"populate", "true", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.mmap", 0, huge, 2, &r), DEVMM_OK);
+  roundtrip(r, 4 << 20, 0);
+  devmm_resource_release(r);
+  devmm_option expl[] = {{"huge_pages", "explicit", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.mmap", 0, expl, 1, &r), DEVMM_OK);
+  int rc = devmm_allocate(r, 1 << 20, 0, NULL, &p);
+  if (rc == DEVMM_OK) /* this machine has huge pages reserved */
+    devmm_deallocate(r, p, 1 << 20, 0, NULL);
+  else
+    ck_assert_error_contains("nr_hugepages");
+  devmm_resource_release(r);
+  /* bad options and devices */
+  devmm_option bad[] = {{"populate", "perhaps", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.mmap", 0, bad, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("bad boolean 'perhaps'");
+  devmm_option unknown[] = {{"colour", "red", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.mmap", 0, unknown, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("unknown option 'colour': valid options are huge_pages, populate");
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.malloc", 1, NULL, 0, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("there is one CPU device, cpu:0");
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.quick", 0, NULL, 0, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("the loaded plugins offer cpu.malloc, cpu.aligned, cpu.mmap");
+  ck_assert_ptr_null(r);
+  devmm_option a3[] = {{"alignment", "48", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("cpu.aligned", 0, a3, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("alignment 48 is not a power of two");
+}
+END_TEST
+
+START_TEST(cpu_device_info) {
+  isolate();
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_uint_eq(devmm_device_count(), 1);
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_int_eq(d.info.device.device_type, DEVMM_DEVICE_CPU);
+  ck_assert_uint_gt(d.info.total_bytes, 0);
+  ck_assert_str_eq(d.plugin, "cpu");
+  ck_assert_int_eq(devmm_device_get(5, &d), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_plugin_get(5, NULL), DEVMM_EINVAL);
+}
+END_TEST
+
+Suite *plugins_suite(void) {
+  Suite *s = suite_create("plugins");
+  TCase *tc = tcase_create("core");
+  tcase_add_loop_test(tc, plugin_load_faults, 0, (int)(sizeof faults / sizeof faults[0]));
+  tcase_add_test(tc, plugin_factory_faults);
+  tcase_add_test(tc, plugin_writable_by_others_refused);
+  tcase_add_test(tc, plugin_absolute_path_allowed);
+  tcase_add_test(tc, cpu_kinds);
+  tcase_add_test(tc, cpu_device_info);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,117 @@
+/* Test plugins that fail in one way each, chosen by -DFAULT=... at build time:
+ *   FAULT_NONE        a working plugin "faulty" with kind faulty.heap on cpu:0
+ *   FAULT_ABI_MAJOR   descriptor says ABI 99.0
+ *   FAULT_ABI_MINOR   descriptor says ABI 1.99 (newer than the host)
+ *   FAULT_NO_ENTRY    no devmm_plugin_entry symbol at all
+ *   FAULT_INIT        entry fails (returns NULL after set_error)
+ *   FAULT_FACTORY     the factory returns an error
+ *   FAULT_FACTORY_NULL the factory returns DEVMM_OK but no resource
+ *   FAULT_DUP_KINDS   two kinds with the same name
+ *   FAULT_NO_DEVICES  device_count fails with a reason
+ * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
+#include <devmm/plugin.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FAULT_NONE 0
+#define FAULT_ABI_MAJOR 1
+#define FAULT_ABI_MINOR 2
+#define FAULT_NO_ENTRY 3
+#define FAULT_INIT 4
+#define FAULT_FACTORY 5
+#define FAULT_FACTORY_NULL 6
+#define FAULT_DUP_KINDS 7
+#define FAULT_NO_DEVICES 8
+
+#ifndef FAULT
+#error "build with -DFAULT=FAULT_..."
+#endif
+#ifndef PLUGIN_NAME
+#error "build with -DPLUGIN_NAME=\"...\""
+#endif
+
+static const devmm_host_services *host;
+
+static int heap_alloc(devmm_resource *self, size_t b, size_t a, devmm_stream s, void **out) {
+  (void)self, (void)a, (void)s;
+  *out = malloc(b);
+  return *out ? DEVMM_OK : host->set_error(DEVMM_ENOMEM, PLUGIN_NAME ": malloc failed");
+}
+static int heap_free(devmm_resource *self, void *p, size_t b, size_t a, devmm_stream s) {
+  (void)self, (void)b, (void)a, (void)s;
+  free(p);
+  return DEVMM_OK;
+}
+static const devmm_resource_ops heap_ops = {sizeof heap_ops, heap_alloc, heap_free};
+
+static int create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,
+                  devmm_resource **out) {
+  (void)o, (void)n, (void)id, (void)out;
+#if FAULT == FAULT_FACTORY
+  return h->set_error(DEVMM_EDEVICE, "simulated factory failure");
+#elif FAULT == FAULT_FACTORY_NULL
+  (void)h;
+  *out = NULL;
+  return DEVMM_OK;
+#else
+  devmm_device cpu = {DEVMM_DEVICE_CPU, 0};
+  return h->resource_create(&heap_ops, NULL, cpu, PLUGIN_NAME ".heap",
+                            DEVMM_RESOURCE_THREAD_SAFE | DEVMM_RESOURCE_HOST_ACCESSIBLE, out);
+#endif
+}
+
+static int device_count(size_t *n) {
+#if FAULT == FAULT_NO_DEVICES
+  *n = 0;
+  return host->set_error(DEVMM_EDEVICE, "simulated: no device present");
+#else
+  *n = 1;
+  return DEVMM_OK;
+#endif
+}
+
+static int device_info(size_t i, devmm_device_info *out) {
+  (void)i;
+  out->device = (devmm_device){DEVMM_DEVICE_CPU, 0};
+  strcpy(out->name, "test CPU");
+  return DEVMM_OK;
+}
+
+static const devmm_resource_kind kinds[] = {
+    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "malloc for tests", DEVMM_DEVICE_CPU, NULL,
+     create},
+#if FAULT == FAULT_DUP_KINDS
+    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "the same name again", DEVMM_DEVICE_CPU,
+     NULL, create},
+#endif
+};
+
+static const devmm_plugin descriptor = {
+#if FAULT == FAULT_ABI_MAJOR
+    99, 0,
+#elif FAULT == FAULT_ABI_MINOR
+    DEVMM_PLUGIN_ABI_MAJOR, 99,
+#else
+    DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR,
+#endif
+    sizeof(devmm_plugin), PLUGIN_NAME, "0.0.1", "a test plugin", device_count, device_info,
+    sizeof kinds / sizeof kinds[0], kinds, NULL,
+};
+
+#if FAULT != FAULT_NO_ENTRY
+DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint32_t minor,
+                                                           const devmm_host_services *h) {
+  (void)major, (void)minor;
+  host = h;
+#if FAULT == FAULT_INIT
+  (void)&descriptor;
+  h->set_error(DEVMM_EPLUGIN, "simulated init failure");
+  return NULL;
+#else
+  return &descriptor;
+#endif
+}
+#else
+DEVMM_PLUGIN_EXPORT const devmm_plugin *not_the_entry(void) { return &descriptor; }
+#endif
