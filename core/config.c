@@ -575,8 +575,8 @@ static int build_device(state *s, dstate *ds) {
     devmm_device_format(sec->dev, name, sizeof name);
     if (sec->wildcard)
       name[strcspn(name, ":")] = '\0';
-    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source, sec->line,
-                           name, sec->wildcard ? ":*" : "", msg);
+    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source, sec->line, name,
+                           sec->wildcard ? ":*" : "", msg);
   }
   if (frc != DEVMM_OK || !r) {
     char msg[DEVMM__MSG_MAX + 64];

@@ -19,9 +19,10 @@ extern "C" {
 
 /* Reads the configuration (path, or the lookup above when NULL), loads its plugins and sets
  * every device's current resource (the first devmm_get_current_resource that finds none runs
- * it with NULL, then filling only devices the user has not set). Errors in the file fail with DEVMM_ECONFIG ("file:line:
- * what, expected ...") and change nothing. A plugin that fails to load is recorded (see
- * devmm_plugin_get) and logged; the others keep working. Calling it again re-initialises. */
+ * it with NULL, then filling only devices the user has not set). Errors in the file fail with
+ * DEVMM_ECONFIG ("file:line: what, expected ...") and change nothing. A plugin that fails to load
+ * is recorded (see devmm_plugin_get) and logged; the others keep working. Calling it again
+ * re-initialises. */
 DEVMM_API int devmm_init(const char *path);
 /* Clears the current resources devmm_init set (ones the user set stay) and forgets the
  * configuration; plugins stay loaded until exit. */

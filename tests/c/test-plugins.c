@@ -74,8 +74,8 @@ START_TEST(config_golden_errors) {
     devmm_registry_clear();
     ck_assert_msg(devmm_init(ini) == DEVMM_ECONFIG, "%s: expected DEVMM_ECONFIG, got '%s'",
                   e->d_name, devmm_last_error());
-    ck_assert_msg(strcmp(devmm_last_error(), expected) == 0, "%s:\n  got      '%s'\n  expected '%s'",
-                  e->d_name, devmm_last_error(), expected);
+    ck_assert_msg(strcmp(devmm_last_error(), expected) == 0,
+                  "%s:\n  got      '%s'\n  expected '%s'", e->d_name, devmm_last_error(), expected);
     /* nothing was built: the registry is as it was (empty) */
     ck_assert_int_eq(devmm_is_initialized(), 0);
     n++;
@@ -214,9 +214,15 @@ START_TEST(parse_sizes) {
   struct {
     const char *text;
     size_t total, want;
-  } ok[] = {{"1000", 0, 1000},        {"4GiB", 0, 4ull << 30}, {"1.5 KiB", 0, 1536},
-            {"2MB", 0, 2000000},      {"512 mib", 0, 512ull << 20}, {"90%", 1000, 900},
-            {"0", 0, 0},              {"7 B", 0, 7},           {" 3 G ", 0, 3ull << 30}};
+  } ok[] = {{"1000", 0, 1000},
+            {"4GiB", 0, 4ull << 30},
+            {"1.5 KiB", 0, 1536},
+            {"2MB", 0, 2000000},
+            {"512 mib", 0, 512ull << 20},
+            {"90%", 1000, 900},
+            {"0", 0, 0},
+            {"7 B", 0, 7},
+            {" 3 G ", 0, 3ull << 30}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     size_t v;
     ck_assert_msg(devmm_parse_size(ok[i].text, ok[i].total, &v) == 0, "%s: %s", ok[i].text,
@@ -260,7 +266,7 @@ static const char *config_with(const char *others, const char *extra) {
 }
 
 static devmm_plugin_status plugin_named(const char *name) {
-  devmm_plugin_status st;
+  devmm_plugin_status st = {0};
   for (size_t i = 0; i < devmm_plugin_count(); i++) {
     ck_assert_int_eq(devmm_plugin_get(i, &st), DEVMM_OK);
     if (strcmp(st.name, name) == 0)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# devmm-info end to end: the default config passes --check; --json parses; an invalid config
+# exits 1 with file:line; a failed plugin exits 2 under --strict.
+#   test-devmm-info.sh <devmm-info> <default devmm.ini> <fault plugin dir>
+set -euo pipefail
+info=$1 ini=$2 faults=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$info" --check --strict --config "$ini" >"$tmp/out" || fail "default config: exit $?"
+grep -q "check: 1 passed, 0 failed" "$tmp/out" || fail "default config: $(cat "$tmp/out")"
+
+"$info" --json --check --config "$ini" >"$tmp/json"
+/usr/bin/python3 - "$tmp/json" <<'PY' || fail "JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"].endswith("devmm.ini"), d["config"]
+cpu = [p for p in d["plugins"] if p["name"] == "cpu"][0]
+assert cpu["status"] == "loaded" and cpu["abi"] == "1.0" and "cpu.mmap" in cpu["kinds"], cpu
+dev = [x for x in d["devices"] if x["device"] == "cpu"][0]
+assert dev["total_bytes"] > 0 and dev["stack"], dev
+assert all(c["ok"] for c in d["check"]), d["check"]
+PY
+
+printf '[device cpu]\nresource = cpu.malloc\nbogus = 1\n' >"$tmp/bad.ini"
+set +e
+"$info" --config "$tmp/bad.ini" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "invalid config: exit $rc, expected 1"
+grep -q "bad.ini:3: unknown key 'bogus'" "$tmp/err" || fail "invalid config message: $(cat "$tmp/err")"
+
+printf '[devmm]\nplugins = cpu, initfail\nplugin_path = %s\n' "$faults" >"$tmp/plug.ini"
+set +e
+DEVMM_LOG_LEVEL=error "$info" --strict --config "$tmp/plug.ini" >"$tmp/out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "failed plugin with --strict: exit $rc, expected 2"
+grep -q "initfail FAILED: its initialisation failed: simulated init failure" "$tmp/out" ||
+  fail "failed plugin report: $(cat "$tmp/out")"
+DEVMM_LOG_LEVEL=error "$info" --config "$tmp/plug.ini" >/dev/null || fail "without --strict a failed plugin is only reported"
+echo "devmm-info: ok"
