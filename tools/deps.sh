@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libamdhip64-dev                                      # ROCm plugin (compiles without a GPU)
   cppcheck clang-format python3-pyflakes shellcheck    # make lint
   python3 python3-venv python3-numpy python3-torch     # legacy-DLPack consumers (numpy 1.24, torch 1.13)
+  python3-pytest
   clang libclang-rt-14-dev valgrind                    # sanitizers, fuzzing, valgrind
 )
 

@@ -8,6 +8,7 @@
 
 #include "adaptors.h"
 #include "config.h"
+#include "dlpack.h"
 #include "dtype.h"
 #include "error.h"
 #include "export.h"

@@ -90,6 +90,24 @@ DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_st
 /* Waits on the host for work on stream (no-op success for resources without streams). */
 DEVMM_API int devmm_synchronize(devmm_resource *r, devmm_stream stream);
 
+/* A resource whose allocate/free are plain function pointers with a user pointer: how a
+ * front end (Python's CallbackMemoryResource) defines a resource in its own language. alloc
+ * returns a devmm status and sets an error message on failure. */
+typedef int (*devmm_callback_alloc_fn)(void *user, size_t bytes, size_t alignment,
+                                       devmm_stream stream, void **out);
+typedef int (*devmm_callback_free_fn)(void *user, void *ptr, size_t bytes, size_t alignment,
+                                      devmm_stream stream);
+/* Creates a callback resource (thread-safe if the callbacks are); destroy(user) runs when the
+ * last reference goes (may be NULL). */
+DEVMM_API int devmm_callback_resource_create(devmm_callback_alloc_fn alloc,
+                                             devmm_callback_free_fn free_fn, void (*destroy)(void *),
+                                             void *user, devmm_device device, const char *name,
+                                             unsigned flags, devmm_resource **out);
+/* After this call no callback resource calls its callbacks again: allocations fail and frees
+ * are skipped (leaked). A front end calls it when its runtime shuts down (Python's atexit), so
+ * a late free from another thread never enters a finalised interpreter. */
+DEVMM_API void devmm_callbacks_disable(void);
+
 /* Formats a device as "cpu", "cuda:0", "rocm:1", ... into buf. */
 DEVMM_API int devmm_device_format(devmm_device d, char *buf, size_t cap);
 /* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0" ... */

@@ -1,0 +1,212 @@
+/* DLPack export and the PyCapsule destructors.
+ *
+ * One malloc per export holds the managed struct, its shape and strides, and the buffer hold:
+ * the deleter drops the hold (the memory goes back when it was the last) and frees the block.
+ * It touches no Python, so it may run on any thread, without the GIL, even after the
+ * interpreter has finalised. */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(devmm_dltensor) == 48, "DLTensor is 48 bytes");
+_Static_assert(offsetof(devmm_dltensor, device) == 8, "DLTensor.device at 8");
+_Static_assert(offsetof(devmm_dltensor, ndim) == 16, "DLTensor.ndim at 16");
+_Static_assert(offsetof(devmm_dltensor, dtype) == 20, "DLTensor.dtype at 20");
+_Static_assert(offsetof(devmm_dltensor, shape) == 24, "DLTensor.shape at 24");
+_Static_assert(offsetof(devmm_dltensor, strides) == 32, "DLTensor.strides at 32");
+_Static_assert(offsetof(devmm_dltensor, byte_offset) == 40, "DLTensor.byte_offset at 40");
+_Static_assert(sizeof(devmm_dlmanaged) == 64, "DLManagedTensor is 64 bytes");
+_Static_assert(sizeof(devmm_dlmanaged_versioned) == 80, "DLManagedTensorVersioned is 80 bytes");
+_Static_assert(offsetof(devmm_dlmanaged_versioned, manager_ctx) == 8, "manager_ctx at 8");
+_Static_assert(offsetof(devmm_dlmanaged_versioned, deleter) == 16, "deleter at 16");
+_Static_assert(offsetof(devmm_dlmanaged_versioned, flags) == 24, "flags at 24");
+_Static_assert(offsetof(devmm_dlmanaged_versioned, dl_tensor) == 32, "dl_tensor at 32");
+
+#ifdef DEVMM_HAVE_DLPACK_H /* a system dlpack.h >= 1.0: check that both say the same */
+#include <dlpack/dlpack.h>
+_Static_assert(sizeof(DLTensor) == sizeof(devmm_dltensor), "DLTensor size");
+_Static_assert(sizeof(DLManagedTensorVersioned) == sizeof(devmm_dlmanaged_versioned), "size");
+_Static_assert(offsetof(DLManagedTensorVersioned, dl_tensor) ==
+                   offsetof(devmm_dlmanaged_versioned, dl_tensor),
+               "dl_tensor offset");
+_Static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == DEVMM_DLPACK_FLAG_READ_ONLY, "READ_ONLY");
+#endif
+
+const char devmm_capsule_name_versioned[] = "dltensor_versioned";
+const char devmm_capsule_name[] = "dltensor";
+
+/* Shape and strides follow the struct in the same block. */
+static int64_t *fill(devmm_dltensor *dl, const devmm_tensor *t, int64_t *dims) {
+  int n = devmm_tensor_ndim(t);
+  devmm_buffer *b = devmm_tensor_buffer(t);
+  memcpy(dims, devmm_tensor_shape(t), (size_t)n * sizeof(int64_t));
+  memcpy(dims + n, devmm_tensor_strides(t), (size_t)n * sizeof(int64_t));
+  dl->data = devmm_tensor_size(t) ? (char *)devmm_buffer_ptr(b) + devmm_tensor_byte_offset(t)
+                                   : NULL;
+  dl->device = devmm_buffer_device(b);
+  dl->ndim = n;
+  dl->dtype = devmm_tensor_dtype(t);
+  dl->shape = n ? dims : NULL;
+  dl->strides = n ? dims + n : NULL;
+  dl->byte_offset = 0;
+  return dims;
+}
+
+static void delete_versioned(devmm_dlmanaged_versioned *m) {
+  if (m) {
+    devmm_buffer_unacquire(m->manager_ctx);
+    free(m);
+  }
+}
+
+static void delete_legacy(devmm_dlmanaged *m) {
+  if (m) {
+    devmm_buffer_unacquire(m->manager_ctx);
+    free(m);
+  }
+}
+
+int devmm_tensor_to_dlpack_versioned(const devmm_tensor *t, uint64_t flags,
+                                     devmm_dlmanaged_versioned **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack_versioned: out is NULL");
+  *out = NULL;
+  if (!t)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack_versioned: tensor is NULL");
+  devmm_buffer *b = devmm_tensor_buffer(t);
+  int n = devmm_tensor_ndim(t);
+  devmm_dlmanaged_versioned *m = malloc(sizeof *m + 2 * (size_t)n * sizeof(int64_t));
+  if (!m)
+    return devmm_set_error(DEVMM_ENOMEM, "DLPack export: out of host memory");
+  int rc = devmm_buffer_acquire(b);
+  if (rc) {
+    free(m);
+    return rc;
+  }
+  m->version = (devmm_dlpack_version){DEVMM_DLPACK_MAJOR, DEVMM_DLPACK_MINOR};
+  m->manager_ctx = b;
+  m->deleter = delete_versioned;
+  m->flags = flags | (devmm_tensor_readonly(t) ? DEVMM_DLPACK_FLAG_READ_ONLY : 0);
+  fill(&m->dl_tensor, t, (int64_t *)(m + 1));
+  *out = m;
+  return DEVMM_OK;
+}
+
+int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: out is NULL");
+  *out = NULL;
+  if (!t)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: tensor is NULL");
+  devmm_buffer *b = devmm_tensor_buffer(t);
+  int n = devmm_tensor_ndim(t);
+  devmm_dlmanaged *m = malloc(sizeof *m + 2 * (size_t)n * sizeof(int64_t));
+  if (!m)
+    return devmm_set_error(DEVMM_ENOMEM, "DLPack export: out of host memory");
+  int rc = devmm_buffer_acquire(b);
+  if (rc) {
+    free(m);
+    return rc;
+  }
+  m->manager_ctx = b;
+  m->deleter = delete_legacy;
+  fill(&m->dl_tensor, t, (int64_t *)(m + 1));
+  *out = m;
+  return DEVMM_OK;
+}
+
+/* Copies every element of t into a compact row-major tensor on dst: one copy when the source
+ * is compact already, else one copy per contiguous run of the last dimension (a padded
+ * tensor's rows), through the source resource's copy op (which can address both sides). */
+int devmm_tensor_copy(const devmm_tensor *t, devmm_resource *dst, devmm_tensor **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_copy: out is NULL");
+  *out = NULL;
+  if (!t || !dst)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_copy: %s is NULL",
+                           !t ? "tensor" : "destination resource");
+  devmm_buffer *src = devmm_tensor_buffer(t);
+  if (devmm_buffer_is_freed(src))
+    return devmm_set_error(DEVMM_ESTATE, "tensor copy: its buffer was freed");
+  int n = devmm_tensor_ndim(t);
+  const int64_t *shape = devmm_tensor_shape(t), *sst = devmm_tensor_strides(t);
+  devmm_dtype dt = devmm_tensor_dtype(t);
+  size_t item = devmm_dtype_itemsize(dt);
+  devmm_layout rm = devmm_layout_row_major();
+  int64_t dst_strides[DEVMM_MAX_NDIM];
+  devmm_layout_result lr;
+  int rc = devmm_layout_compute(&rm, n, shape, item, dst_strides, &lr);
+  if (rc)
+    return rc;
+  devmm_buffer *b;
+  if ((rc = devmm_buffer_allocate(dst, lr.span_bytes, 0, NULL, &b)) != 0)
+    return rc;
+  devmm_resource *via = devmm_buffer_resource(src);
+  devmm_stream stream = devmm_buffer_stream(src);
+  const char *from = (const char *)devmm_buffer_ptr(src) + devmm_tensor_byte_offset(t);
+  char *to = devmm_buffer_ptr(b);
+  int compact = 1;
+  for (int i = 0; i < n; i++)
+    compact &= shape[i] <= 1 || sst[i] == dst_strides[i];
+  if (lr.nelems == 0) {
+    /* nothing to copy */
+  } else if (compact) {
+    rc = devmm_copy(via, to, from, lr.span_bytes, stream);
+  } else {
+    /* runs: the last dimension when it is contiguous, else single elements */
+    int64_t run = n && sst[n - 1] == 1 ? shape[n - 1] : 1;
+    int outer = run > 1 ? n - 1 : n;
+    int64_t idx[DEVMM_MAX_NDIM] = {0};
+    for (size_t k = 0; !rc && k < lr.nelems / (size_t)run; k++) {
+      int64_t so = 0, dof = 0;
+      for (int i = 0; i < outer; i++)
+        so += idx[i] * sst[i], dof += idx[i] * dst_strides[i];
+      rc = devmm_copy(via, to + dof * (int64_t)item, from + so * (int64_t)item,
+                      (size_t)run * item, stream);
+      for (int i = outer - 1; i >= 0; i--) {
+        if (++idx[i] < shape[i])
+          break;
+        idx[i] = 0;
+      }
+    }
+  }
+  if (!rc)
+    rc = devmm_synchronize(via, stream);
+  if (!rc)
+    rc = devmm_tensor_create(b, dt, n, shape, dst_strides, 0, 0, out);
+  devmm_buffer_release(b);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- PyCapsule destructors */
+
+typedef int (*is_valid_fn)(void *, const char *);
+typedef void *(*get_pointer_fn)(void *, const char *);
+
+/* Called by Python with the GIL held, so these lookups need no lock of their own: the
+ * interpreter serialises every call. */
+static void capsule_free(void *capsule, const char *name, int versioned) {
+  static is_valid_fn is_valid;
+  static get_pointer_fn get_pointer;
+  if (!is_valid) {
+    get_pointer = (get_pointer_fn)dlsym(RTLD_DEFAULT, "PyCapsule_GetPointer");
+    is_valid = (is_valid_fn)dlsym(RTLD_DEFAULT, "PyCapsule_IsValid");
+    if (!is_valid || !get_pointer)
+      return; /* no Python in this process: nothing can have made a capsule */
+  }
+  if (!is_valid(capsule, name))
+    return; /* consumed ("used_dltensor...") or not ours */
+  void *p = get_pointer(capsule, name);
+  if (versioned)
+    delete_versioned(p);
+  else
+    delete_legacy(p);
+}
+
+void devmm_capsule_destructor_versioned(void *capsule) {
+  capsule_free(capsule, devmm_capsule_name_versioned, 1);
+}
+
+void devmm_capsule_destructor(void *capsule) { capsule_free(capsule, devmm_capsule_name, 0); }

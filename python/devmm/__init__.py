@@ -1,0 +1,40 @@
+"""devmm — a device memory manager: one interface to allocate, free and manage memory on
+CPU, CUDA and ROCm, handed out zero-copy through DLPack. Pure Python over ctypes; no
+dependencies.
+
+>>> import devmm
+>>> t = devmm.empty((2, 3), "float32", layout=devmm.RowMajor())
+>>> t.shape, t.strides
+((2, 3), (3, 1))
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+
+from . import _lib
+from ._info import devices, info, init, plugins, version
+from .adaptors import (AlignedAdaptor, CallbackMemoryResource, FailureCallbackAdaptor,
+                       LimitingAdaptor, LoggingAdaptor, StatisticsAdaptor, ThreadSafeAdaptor,
+                       TrackingAdaptor)
+from .dtype import DType
+from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError)
+from .layout import Aligned, ColumnMajor, Layout, RowMajor, Strided
+from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
+                       using_memory_resource)
+from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aligned", "AlignedAdaptor", "Buffer", "CallbackError", "CallbackMemoryResource",
+    "ColumnMajor", "ConfigError", "DType", "DevmmError", "FailureCallbackAdaptor", "Layout",
+    "LimitingAdaptor", "LoggingAdaptor", "MemoryResource", "OutOfMemoryError", "PluginError",
+    "RowMajor", "StatisticsAdaptor", "Strided", "Tensor", "ThreadSafeAdaptor",
+    "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
+    "info", "init", "plugins", "set_current_device_resource", "using_memory_resource",
+    "version", "zeros",
+]
+
+# Python-defined resources must never be entered once the interpreter is going away.
+_atexit.register(_lib.callbacks_disable)

@@ -1,0 +1,212 @@
+"""The ctypes binding of libdevmm: finding the library and every C signature, in one table.
+
+Nothing else in the package calls ``ctypes.CDLL``; every call that returns a status goes
+through :func:`check`, which turns a failure into the matching exception with the C message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t,
+                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
+
+from . import errors
+
+# ----------------------------------------------------------------------------- structs
+
+
+class Device(Structure):
+    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
+
+
+class DType(Structure):
+    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
+
+
+class Layout(Structure):
+    _fields_ = [("kind", c_int), ("inner", c_int), ("ndim", c_int),
+                ("strides", POINTER(c_int64)), ("unit_stride_alignment", c_size_t),
+                ("base_alignment", c_size_t)]
+
+
+class LayoutResult(Structure):
+    _fields_ = [("span_bytes", c_size_t), ("base_alignment", c_size_t), ("nelems", c_size_t)]
+
+
+class Statistics(Structure):
+    _fields_ = [(n, c_int64) for n in ("current_bytes", "peak_bytes", "total_bytes",
+                                       "current_count", "peak_count", "total_count")]
+
+
+class AllocationInfo(Structure):
+    _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("alignment", c_size_t),
+                ("stream", c_void_p), ("thread_id", c_uint64), ("nframes", c_int),
+                ("frames", c_void_p * 16)]
+
+
+class Option(Structure):
+    _fields_ = [("key", c_char_p), ("value", c_char_p), ("line", c_int)]
+
+
+# ----------------------------------------------------------------------------- loading
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates() -> list[str]:
+    """Where libdevmm is looked for, in order."""
+    found = []
+    env = os.environ.get("DEVMM_LIBRARY")
+    if env:
+        return [env]  # an explicit choice is the only one
+    try:  # written by `meson install` next to this file
+        from ._build_config import LIBDIR  # type: ignore[import-not-found]
+        found.append(os.path.join(LIBDIR, "libdevmm.so.0"))
+    except ImportError:
+        pass
+    found.append("libdevmm.so.0")  # the dynamic loader's own search (ldconfig, LD_LIBRARY_PATH)
+    return found
+
+
+def _load() -> ctypes.CDLL:
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError("devmm: cannot load libdevmm (set DEVMM_LIBRARY to its path, or run "
+                      "under `meson devenv -C build`); tried " + "; ".join(tried))
+
+
+lib = _load()
+LIBRARY_PATH = getattr(lib, "_name", "")
+
+# ----------------------------------------------------------------------------- signatures
+
+_P = c_void_p
+_ERR = {}  # status code -> (exception class, name)
+
+# name: (restype, argtypes). Status-returning functions have restype c_int.
+_SIGNATURES = {
+    "devmm_last_error": (c_char_p, []),
+    "devmm_clear_error": (None, []),
+    "devmm_status_name": (c_char_p, [c_int]),
+    "devmm_version": (c_char_p, []),
+    "devmm_dtype_parse": (c_int, [c_char_p, POINTER(DType)]),
+    "devmm_dtype_count": (c_size_t, []),
+    "devmm_dtype_name_at": (c_char_p, [c_size_t]),
+    "devmm_dtype_itemsize": (c_size_t, [DType]),
+    "devmm_device_parse": (c_int, [c_char_p, POINTER(Device)]),
+    "devmm_layout_compute": (c_int, [POINTER(Layout), c_int, POINTER(c_int64), c_size_t,
+                                     POINTER(c_int64), POINTER(LayoutResult)]),
+    "devmm_resource_retain": (_P, [_P]),
+    "devmm_resource_release": (None, [_P]),
+    "devmm_resource_name": (c_char_p, [_P]),
+    "devmm_resource_device": (Device, [_P]),
+    "devmm_resource_flags": (c_uint, [_P]),
+    "devmm_resource_upstream": (_P, [_P]),
+    "devmm_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
+    "devmm_deallocate": (c_int, [_P, _P, c_size_t, c_size_t, _P]),
+    "devmm_mem_info": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
+    "devmm_copy": (c_int, [_P, _P, _P, c_size_t, _P]),
+    "devmm_memset": (c_int, [_P, _P, c_int, c_size_t, _P]),
+    "devmm_synchronize": (c_int, [_P, _P]),
+    "devmm_stream_wait": (c_int, [_P, _P, _P]),
+    "devmm_get_current_resource": (c_int, [Device, POINTER(c_void_p)]),
+    "devmm_set_current_resource": (c_int, [Device, _P, POINTER(c_void_p)]),
+    "devmm_statistics_adaptor_create_ex": (c_int, [_P, c_uint, POINTER(c_void_p)]),
+    "devmm_statistics_get": (c_int, [_P, POINTER(Statistics)]),
+    "devmm_statistics_push": (c_int, [_P]),
+    "devmm_statistics_pop": (c_int, [_P, POINTER(Statistics)]),
+    "devmm_statistics_reset_peak": (c_int, [_P]),
+    "devmm_limiting_adaptor_create": (c_int, [_P, c_size_t, POINTER(c_void_p)]),
+    "devmm_limiting_get": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
+    "devmm_tracking_adaptor_create": (c_int, [_P, c_int, POINTER(c_void_p)]),
+    "devmm_tracking_lookup": (c_int, [_P, _P, POINTER(AllocationInfo)]),
+    "devmm_tracking_outstanding": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
+    "devmm_tracking_report": (c_int, [_P, POINTER(c_void_p)]),
+    "devmm_string_free": (None, [_P]),
+    "devmm_logging_adaptor_create": (c_int, [_P, c_char_p, c_int, POINTER(c_void_p)]),
+    "devmm_logging_flush": (c_int, [_P]),
+    "devmm_aligned_adaptor_create": (c_int, [_P, c_size_t, c_size_t, POINTER(c_void_p)]),
+    "devmm_failure_callback_adaptor_create": (c_int, [_P, _P, _P, POINTER(c_void_p)]),
+    "devmm_thread_safe_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
+    "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
+                                               POINTER(c_void_p)]),
+    "devmm_callbacks_disable": (None, []),
+    "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
+    "devmm_buffer_release": (None, [_P]),
+    "devmm_buffer_retain": (_P, [_P]),
+    "devmm_buffer_free": (None, [_P]),
+    "devmm_buffer_is_freed": (c_int, [_P]),
+    "devmm_buffer_is_live": (c_int, [_P]),
+    "devmm_buffer_ptr": (_P, [_P]),
+    "devmm_buffer_nbytes": (c_size_t, [_P]),
+    "devmm_buffer_resource": (_P, [_P]),
+    "devmm_buffer_device": (Device, [_P]),
+    "devmm_buffer_stream": (_P, [_P]),
+    "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
+                                    c_size_t, c_int, POINTER(c_void_p)]),
+    "devmm_tensor_empty": (c_int, [_P, Device, _P, c_int, _P, DType, _P, POINTER(c_void_p)]),
+    "devmm_tensor_destroy": (None, [_P]),
+    "devmm_tensor_buffer": (_P, [_P]),
+    "devmm_tensor_strides": (POINTER(c_int64), [_P]),
+    "devmm_tensor_data": (_P, [_P]),
+    "devmm_tensor_zero": (c_int, [_P]),
+    "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
+    "devmm_tensor_to_dlpack_versioned": (c_int, [_P, c_uint64, POINTER(c_void_p)]),
+    "devmm_tensor_to_dlpack": (c_int, [_P, POINTER(c_void_p)]),
+    "devmm_init": (c_int, [c_char_p]),
+    "devmm_shutdown": (None, []),
+    "devmm_is_initialized": (c_int, []),
+    "devmm_config_source": (c_char_p, []),
+    "devmm_info_json": (c_int, [POINTER(c_void_p)]),
+    "devmm_kind_name": (c_char_p, [c_size_t]),
+    "devmm_resource_create_kind": (c_int, [c_char_p, c_int32, POINTER(Option), c_size_t,
+                                           POINTER(c_void_p)]),
+    "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
+}
+
+for _name, (_res, _args) in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+    globals()[_name[len("devmm_"):]] = _fn
+
+# The capsule destructors and names are C objects: capsules keep the pointers they are given.
+CAPSULE_DESTRUCTOR_VERSIONED = ctypes.cast(lib.devmm_capsule_destructor_versioned, c_void_p).value
+CAPSULE_DESTRUCTOR = ctypes.cast(lib.devmm_capsule_destructor, c_void_p).value
+CAPSULE_NAME_VERSIONED = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name_versioned"))
+CAPSULE_NAME = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name"))
+
+_pyapi = ctypes.pythonapi
+PyCapsule_New = _pyapi.PyCapsule_New
+PyCapsule_New.restype = ctypes.py_object
+PyCapsule_New.argtypes = [c_void_p, c_void_p, c_void_p]
+
+# ----------------------------------------------------------------------------- errors
+
+_BY_NAME = {
+    "DEVMM_ENOMEM": errors.OutOfMemoryError,
+    "DEVMM_ECONFIG": errors.ConfigError,
+    "DEVMM_EPLUGIN": errors.PluginError,
+    "DEVMM_EINVAL": errors.DevmmValueError,
+    "DEVMM_EOVERFLOW": errors.DevmmValueError,
+    "DEVMM_ESTATE": errors.DevmmStateError,
+    "DEVMM_ECALLBACK": errors.CallbackError,
+}
+
+
+def error(status: int) -> errors.DevmmError:
+    """The exception for a failed call (reads this thread's C message)."""
+    name = status_name(status).decode()  # noqa: F821 (bound from the table above)
+    message = last_error().decode(errors="replace")  # noqa: F821
+    return _BY_NAME.get(name, errors.DevmmError)(message, name)
+
+
+def check(status: int) -> None:
+    """Raises the matching exception if status is not 0."""
+    if status:
+        raise error(status)

@@ -1,0 +1,339 @@
+"""Adaptors: resources over an upstream that add one behaviour each.
+
+>>> import devmm
+>>> from devmm.mrs.cpu import MallocMemoryResource
+>>> stack = devmm.LimitingAdaptor(devmm.StatisticsAdaptor(MallocMemoryResource()), "1MiB")
+>>> stack.name
+'limiting(statistics(cpu.malloc))'
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Callable, Optional, Union
+
+from . import _lib
+from .resource import MemoryResource, parse_device
+
+
+def _new(create, *args) -> int:
+    out = ctypes.c_void_p()
+    _lib.check(create(*args, ctypes.byref(out)))
+    return out.value
+
+
+def _upstream(r: object) -> MemoryResource:
+    if not isinstance(r, MemoryResource):
+        raise TypeError(f"upstream must be a MemoryResource, got {type(r).__name__}")
+    return r
+
+
+def _size(value: Union[int, str], total: int = 0) -> int:
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"size must be >= 0, got {value}")
+        return value
+    out = ctypes.c_size_t()
+    _lib.check(_lib.parse_size(str(value).encode(), total, ctypes.byref(out)))
+    return out.value
+
+
+class StatisticsAdaptor(MemoryResource):
+    """Counts bytes and allocations: current, peak and total (lock-free).
+    ``sharded=True`` keeps per-thread counters that scale with threads (the peak is then a
+    lower bound under concurrent allocation).
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> s = StatisticsAdaptor(MallocMemoryResource())
+    >>> p = s.allocate(100); s.current_bytes, s.peak_bytes, s.total_count
+    (100, 100, 1)
+    >>> s.deallocate(p, 100); s.current_bytes
+    0
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, sharded: bool = False) -> None:
+        up = _upstream(upstream)
+        super().__init__(_new(_lib.statistics_adaptor_create_ex, up._h, 1 if sharded else 0), up)
+
+    @property
+    def statistics(self) -> dict:
+        """All six counters of the innermost scope."""
+        s = _lib.Statistics()
+        _lib.check(_lib.statistics_get(self._h, ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _lib.Statistics._fields_}
+
+    def _get(self, field: str) -> int:
+        s = _lib.Statistics()
+        _lib.check(_lib.statistics_get(self._h, ctypes.byref(s)))
+        return getattr(s, field)
+
+    current_bytes = property(lambda self: self._get("current_bytes"), doc="Bytes live now.")
+    peak_bytes = property(lambda self: self._get("peak_bytes"), doc="Most bytes live at once.")
+    total_bytes = property(lambda self: self._get("total_bytes"), doc="Bytes ever allocated.")
+    current_count = property(lambda self: self._get("current_count"), doc="Live allocations.")
+    peak_count = property(lambda self: self._get("peak_count"), doc="Most live at once.")
+    total_count = property(lambda self: self._get("total_count"), doc="Allocations ever made.")
+
+    def push(self) -> None:
+        """Starts a nested scope whose counters start at zero."""
+        _lib.check(_lib.statistics_push(self._h))
+
+    def pop(self) -> dict:
+        """Ends the innermost scope; returns its counters (merged into the outer scope)."""
+        s = _lib.Statistics()
+        _lib.check(_lib.statistics_pop(self._h, ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _lib.Statistics._fields_}
+
+    def reset_peak(self) -> None:
+        """Sets the peaks of the innermost scope to the current values."""
+        _lib.check(_lib.statistics_reset_peak(self._h))
+
+
+class LimitingAdaptor(MemoryResource):
+    """Refuses allocations that would take its live bytes over ``limit`` (an int, or a size
+    like ``"4GiB"`` or ``"90%"`` of the device's memory) with :class:`OutOfMemoryError`.
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> lim = LimitingAdaptor(MallocMemoryResource(), 1000)
+    >>> lim.allocate(2000)
+    Traceback (most recent call last):
+    ...
+    devmm.errors.OutOfMemoryError: out of memory: allocating 2000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 1000 bytes (0 bytes in use)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, limit: Union[int, str]) -> None:
+        up = _upstream(upstream)
+        total = 0
+        if isinstance(limit, str) and limit.strip().endswith("%"):
+            total = up.mem_info()[1]
+        super().__init__(_new(_lib.limiting_adaptor_create, up._h, _size(limit, total)), up)
+
+    def _get(self) -> tuple[int, int]:
+        a, lim = ctypes.c_size_t(), ctypes.c_size_t()
+        _lib.check(_lib.limiting_get(self._h, ctypes.byref(a), ctypes.byref(lim)))
+        return a.value, lim.value
+
+    allocated_bytes = property(lambda self: self._get()[0], doc="Bytes live through it.")
+    limit = property(lambda self: self._get()[1], doc="The limit in bytes.")
+
+
+class TrackingAdaptor(MemoryResource):
+    """Records every live allocation: find the allocation containing any address, list the
+    outstanding ones (with backtraces when ``backtraces=True``).
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> tr = TrackingAdaptor(MallocMemoryResource())
+    >>> p = tr.allocate(64)
+    >>> tr.lookup(p + 10)["ptr"] == p, tr.outstanding
+    (True, (1, 64))
+    >>> tr.deallocate(p, 64)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, backtraces: bool = False) -> None:
+        up = _upstream(upstream)
+        super().__init__(_new(_lib.tracking_adaptor_create, up._h, 1 if backtraces else 0), up)
+
+    @property
+    def outstanding(self) -> tuple[int, int]:
+        """(count, bytes) of live allocations."""
+        c, b = ctypes.c_size_t(), ctypes.c_size_t()
+        _lib.check(_lib.tracking_outstanding(self._h, ctypes.byref(c), ctypes.byref(b)))
+        return c.value, b.value
+
+    def lookup(self, address: int) -> dict:
+        """The live allocation containing address (KeyError if none)."""
+        info = _lib.AllocationInfo()
+        rc = _lib.tracking_lookup(self._h, address, ctypes.byref(info))
+        if rc:
+            raise KeyError(_lib.last_error().decode())
+        return {"ptr": info.ptr, "bytes": info.bytes, "alignment": info.alignment,
+                "stream": info.stream, "thread_id": info.thread_id,
+                "frames": [info.frames[i] for i in range(info.nframes)]}
+
+    def report(self) -> str:
+        """A human-readable list of the live allocations."""
+        out = ctypes.c_void_p()
+        _lib.check(_lib.tracking_report(self._h, ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out.value).decode(errors="replace")
+        finally:
+            _lib.string_free(out.value)
+
+
+class LoggingAdaptor(MemoryResource):
+    """Logs every allocate/free as CSV (``Thread,Time,Action,Pointer,Size,Stream``, RMM's
+    columns) to ``path`` (created or truncated), or stderr when path is None."""
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, path: Optional[str] = None,
+                 flush: bool = False) -> None:
+        up = _upstream(upstream)
+        p = None if path is None else str(path).encode()
+        super().__init__(_new(_lib.logging_adaptor_create, up._h, p, 1 if flush else 0), up)
+
+    def flush(self) -> None:
+        """Flushes the log file."""
+        _lib.check(_lib.logging_flush(self._h))
+
+
+class AlignedAdaptor(MemoryResource):
+    """Gives allocations of at least ``threshold`` bytes an alignment of at least
+    ``alignment`` (over-allocating from upstreams that cannot align that far).
+
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> a = AlignedAdaptor(MallocMemoryResource(), 4096)
+    >>> p = a.allocate(10); p % 4096
+    0
+    >>> a.deallocate(p, 10)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, alignment: int, threshold: int = 0) -> None:
+        up = _upstream(upstream)
+        super().__init__(_new(_lib.aligned_adaptor_create, up._h, alignment, threshold), up)
+
+
+_FAILURE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+_PINNED: list = []
+
+
+class FailureCallbackAdaptor(MemoryResource):
+    """On out-of-memory from upstream, calls ``callback(nbytes, attempt)``; a true result
+    retries the allocation (e.g. after ``gc.collect()``), false gives up.
+
+    >>> import gc
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> r = FailureCallbackAdaptor(LimitingAdaptor(MallocMemoryResource(), 100),
+    ...                            lambda nbytes, attempt: attempt < 2)
+    >>> r.allocate(1000)
+    Traceback (most recent call last):
+    ...
+    devmm.errors.OutOfMemoryError: out of memory: allocating 1000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 100 bytes (0 bytes in use) (failure callback gave up after 3 attempts)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource, callback: Callable[[int, int], bool]) -> None:
+        up = _upstream(upstream)
+        if not callable(callback):
+            raise TypeError("callback must be callable(nbytes, attempt) -> bool")
+
+        def trampoline(nbytes: int, attempt: int, _user: int) -> int:
+            try:
+                return 1 if callback(nbytes, attempt) else 0
+            except BaseException as e:  # never let an exception cross C
+                sys.unraisablehook(sys.UnraisableHookArgs(  # type: ignore[attr-defined]
+                    type(e), e, e.__traceback__, "devmm failure callback", callback))
+                return 0
+
+        fn = _FAILURE_FN(trampoline)
+        # The C adaptor can outlive this object (a buffer or the registry may hold it), and it
+        # has no hook to say when it is gone: the trampoline stays alive with the module.
+        _PINNED.append(fn)
+        super().__init__(_new(_lib.failure_callback_adaptor_create, up._h,
+                              ctypes.cast(fn, ctypes.c_void_p), None), up, keep=fn)
+
+
+class ThreadSafeAdaptor(MemoryResource):
+    """Serialises every operation on upstream with a mutex."""
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource) -> None:
+        up = _upstream(upstream)
+        super().__init__(_new(_lib.thread_safe_adaptor_create, up._h), up)
+
+
+# ----------------------------------------------------------------------------- Python-defined
+
+_ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                             ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+_FREE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                            ctypes.c_size_t, ctypes.c_void_p)
+_set_error = _lib.lib.devmm_set_error
+_set_error.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]
+_set_error.restype = ctypes.c_int
+_ENOMEM, _ECALLBACK = -2, -11
+_LIVE: dict = {}
+_DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_DESTROY = _DESTROY_FN(lambda key: _LIVE.pop(key, None))
+_DESTROY_PTR = ctypes.cast(_DESTROY, ctypes.c_void_p)
+
+
+def _report(where: str, e: BaseException) -> int:
+    code = _ENOMEM if isinstance(e, MemoryError) else _ECALLBACK
+    msg = f"{where} raised {type(e).__name__}: {e}"
+    return _set_error(code, b"%s", msg.encode(errors="replace"))
+
+
+class CallbackMemoryResource(MemoryResource):
+    """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
+    ``deallocate(ptr, nbytes, alignment, stream)``. It works under every adaptor and with
+    :func:`devmm.empty`; an exception in a callback becomes a devmm error carrying its
+    message (``MemoryError`` becomes :class:`OutOfMemoryError`). Free what it allocated
+    before the interpreter exits: after that its frees are skipped.
+
+    >>> import ctypes
+    >>> keep = {}
+    >>> def alloc(n, align, stream):
+    ...     buf = ctypes.create_string_buffer(n); keep[ctypes.addressof(buf)] = buf
+    ...     return ctypes.addressof(buf)
+    >>> r = CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p))
+    >>> import devmm
+    >>> t = devmm.empty((3,), "int8", resource=r); len(keep)
+    1
+    >>> t.buffer.free(); len(keep)
+    0
+    """
+
+    __slots__ = ()
+
+    def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
+                 deallocate: Callable[[int, int, int, Optional[int]], object],
+                 device: str = "cpu", name: str = "python") -> None:
+        def alloc(_user: int, nbytes: int, alignment: int, stream: int, out) -> int:
+            try:
+                ptr = allocate(nbytes, alignment, stream)
+                if not isinstance(ptr, int) or ptr <= 0:
+                    return _set_error(_ECALLBACK, b"%s",
+                                      f"the allocate callback of '{name}' returned {ptr!r}, "
+                                      f"expected a positive int address".encode())
+                out[0] = ptr
+                return 0
+            except BaseException as e:
+                return _report(f"the allocate callback of '{name}'", e)
+
+        def free(_user: int, ptr: int, nbytes: int, alignment: int, stream: int) -> int:
+            try:
+                deallocate(ptr, nbytes, alignment, stream)
+                return 0
+            except BaseException as e:
+                return _report(f"the deallocate callback of '{name}'", e)
+
+        fns = (_ALLOC_FN(alloc), _FREE_FN(free))
+        d = parse_device(device)
+        flags = 2 if d.device_type in (1, 3, 11, 13) else 0  # host-accessible
+        # The trampolines live until the C resource is destroyed (it can outlive this object:
+        # buffers and DLPack exports hold it), then _destroy drops them.
+        key = id(fns)
+        _LIVE[key] = fns
+        try:
+            h = _new(_lib.callback_resource_create, ctypes.cast(fns[0], ctypes.c_void_p),
+                     ctypes.cast(fns[1], ctypes.c_void_p), _DESTROY_PTR, key, d, name.encode(),
+                     flags)
+        except BaseException:
+            _LIVE.pop(key, None)
+            raise
+        super().__init__(h)

@@ -1,0 +1,63 @@
+"""Element types by name: ``"float32"``, ``"bfloat16"``, ... or anything whose ``str()`` is
+such a name (a numpy dtype, ``torch.float32``) — without importing numpy.
+
+>>> from devmm.dtype import resolve
+>>> resolve("bfloat16").itemsize
+2
+>>> resolve("float8_e4m3fn").code
+10
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+from . import _lib
+
+
+class DType(NamedTuple):
+    name: str
+    code: int
+    bits: int
+    itemsize: int
+    c: _lib.DType
+
+
+_CACHE: dict[object, DType] = {}
+
+
+def names() -> list[str]:
+    """Every dtype name the core knows."""
+    return [_lib.dtype_name_at(i).decode() for i in range(_lib.dtype_count())]
+
+
+def _parse(name: str) -> DType:
+    c = _lib.DType()
+    rc = _lib.dtype_parse(name.encode(), ctypes.byref(c))
+    if rc:
+        raise TypeError(_lib.last_error().decode())
+    return DType(name, c.code, c.bits, _lib.dtype_itemsize(c), c)
+
+
+def resolve(dtype: object) -> DType:
+    """The DType for a name or dtype-like object (cached)."""
+    try:
+        return _CACHE[dtype]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(dtype, DType):
+        return dtype
+    text = dtype if isinstance(dtype, str) else str(dtype)
+    if text.startswith("torch."):
+        text = text[6:]
+    if text.startswith("<class 'numpy."):  # np.float32, the scalar type
+        text = text[14:-2]
+    if text == "bool_":  # numpy 1.x's np.bool_
+        text = "bool"
+    d = _parse(text)
+    try:
+        _CACHE[dtype] = d
+    except TypeError:  # unhashable dtype-like
+        pass
+    return d

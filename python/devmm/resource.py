@@ -1,0 +1,202 @@
+"""Memory resources, the per-device registry and scoped overrides.
+
+>>> import devmm
+>>> r = devmm.get_current_device_resource("cpu")
+>>> p = r.allocate(64)
+>>> r.deallocate(p, 64)
+>>> r.device
+'cpu'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import ctypes
+from typing import Iterator, Optional, Union
+
+from . import _lib
+
+DeviceLike = Union[str, tuple, None]
+
+_DEVICE_CACHE: dict[object, _lib.Device] = {}
+CPU = _lib.Device(1, 0)
+
+
+def parse_device(device: DeviceLike) -> _lib.Device:
+    """A C Device from "cpu", "cuda:0", (2, 0), ... (cached).
+
+    >>> d = parse_device("cuda:1"); (d.device_type, d.device_id)
+    (2, 1)
+    """
+    if device is None:
+        return CPU
+    try:
+        return _DEVICE_CACHE[device]
+    except (KeyError, TypeError):
+        pass
+    d = _lib.Device()
+    if isinstance(device, tuple) and len(device) == 2:
+        d.device_type, d.device_id = int(device[0]), int(device[1])
+    elif isinstance(device, str):
+        rc = _lib.device_parse(device.encode(), ctypes.byref(d))
+        if rc:
+            raise ValueError(_lib.last_error().decode())
+    else:
+        raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', or a "
+                        f"(device_type, device_id) tuple, got {device!r}")
+    _DEVICE_CACHE[device] = d
+    return d
+
+
+def format_device(d: _lib.Device) -> str:
+    names = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 11: "rocm_host",
+             13: "cuda_managed"}
+    name = names.get(d.device_type, f"device{d.device_type}")
+    return "cpu" if d.device_type == 1 and d.device_id == 0 else f"{name}:{d.device_id}"
+
+
+class MemoryResource:
+    """A devmm resource (a reference to a C ``devmm_resource``).
+
+    Every allocation through it is a raw pointer (an int); most users allocate tensors
+    with :func:`devmm.empty` instead.
+    """
+
+    __slots__ = ("_h", "_upstream", "_keep", "__weakref__")
+
+    def __init__(self, handle: int, upstream: Optional["MemoryResource"] = None,
+                 keep: object = None) -> None:
+        self._h = handle  # this object owns one reference
+        self._upstream = upstream
+        self._keep = keep
+
+    @classmethod
+    def _from_new(cls, handle: int) -> "MemoryResource":
+        """Wraps a reference the caller already owns, as the most specific class known."""
+        obj = MemoryResource.__new__(MemoryResource)
+        obj._h, obj._upstream, obj._keep = handle, None, None
+        return obj
+
+    def __del__(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h and _lib is not None and _lib.resource_release is not None:
+            _lib.resource_release(h)
+
+    @property
+    def handle(self) -> int:
+        """The C ``devmm_resource *`` (borrowed)."""
+        return self._h
+
+    @property
+    def name(self) -> str:
+        """The resource's name, e.g. ``"statistics(cpu.malloc)"``."""
+        return _lib.resource_name(self._h).decode()
+
+    @property
+    def device(self) -> str:
+        """The device it allocates on, e.g. ``"cpu"`` or ``"cuda:0"``."""
+        return format_device(_lib.resource_device(self._h))
+
+    @property
+    def upstream(self) -> Optional["MemoryResource"]:
+        """The upstream of an adaptor, or None."""
+        if self._upstream is not None:
+            return self._upstream
+        h = _lib.resource_upstream(self._h)
+        return MemoryResource._from_new(_lib.resource_retain(h)) if h else None
+
+    def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
+        """Allocates nbytes and returns the address (0 for 0 bytes)."""
+        out = ctypes.c_void_p()
+        _lib.check(_lib.allocate(self._h, nbytes, alignment, stream, ctypes.byref(out)))
+        return out.value or 0
+
+    def deallocate(self, ptr: int, nbytes: int, alignment: int = 0,
+                   stream: Optional[int] = None) -> None:
+        """Frees memory from :meth:`allocate` (same nbytes and alignment)."""
+        _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream))
+
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the device as this resource sees it.
+
+        >>> import devmm
+        >>> free, total = devmm.get_current_device_resource().mem_info(); 0 <= free <= total
+        True
+        """
+        f, t = ctypes.c_size_t(), ctypes.c_size_t()
+        _lib.check(_lib.mem_info(self._h, ctypes.byref(f), ctypes.byref(t)))
+        return f.value, t.value
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} on {self.device}>"
+
+
+# ----------------------------------------------------------------------------- the registry
+
+# Scoped overrides: {device key: resource, None: the innermost resource}; per thread and per
+# asyncio task, as a ContextVar is.
+_scoped: contextvars.ContextVar[dict] = contextvars.ContextVar("devmm_scoped", default={})
+
+
+def _key(d: _lib.Device) -> tuple[int, int]:
+    return (d.device_type, d.device_id)
+
+
+def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
+    """The resource :func:`devmm.empty` uses for device (default: cpu): the innermost
+    :func:`using_memory_resource` for it, else the process-wide one from devmm.ini.
+
+    >>> import devmm
+    >>> devmm.get_current_device_resource().device
+    'cpu'
+    """
+    d = parse_device(device)
+    scoped = _scoped.get().get(_key(d))
+    if scoped is not None:
+        return scoped
+    out = ctypes.c_void_p()
+    _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
+    return MemoryResource._from_new(out.value)
+
+
+def set_current_device_resource(resource: MemoryResource,
+                                device: DeviceLike = None) -> Optional[MemoryResource]:
+    """Makes resource the process-wide current resource of its device (or of device);
+    returns the previous one.
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> prev = devmm.set_current_device_resource(MallocMemoryResource())
+    >>> _ = devmm.set_current_device_resource(prev)
+    """
+    if not isinstance(resource, MemoryResource):
+        raise TypeError(f"expected a MemoryResource, got {type(resource).__name__}")
+    d = parse_device(device) if device is not None else _lib.resource_device(resource._h)
+    prev = ctypes.c_void_p()
+    _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
+    return MemoryResource._from_new(prev.value) if prev.value else None
+
+
+@contextlib.contextmanager
+def using_memory_resource(resource: MemoryResource) -> Iterator[MemoryResource]:
+    """Within the block, allocations for resource's device (and those naming no device) go
+    to resource. Per thread and per asyncio task.
+
+    >>> import devmm
+    >>> stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    >>> with devmm.using_memory_resource(stats):
+    ...     t = devmm.empty((4,), "int32")
+    >>> stats.current_bytes
+    16
+    """
+    if not isinstance(resource, MemoryResource):
+        raise TypeError(f"expected a MemoryResource, got {type(resource).__name__}")
+    new = dict(_scoped.get())
+    new[_key(_lib.resource_device(resource._h))] = resource
+    new[None] = resource
+    token = _scoped.set(new)
+    try:
+        yield resource
+    finally:
+        _scoped.reset(token)
