@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   devmm_callback_alloc_fn alloc;
@@ -56,6 +57,28 @@ static const devmm_resource_ops callback_ops = {
     .destroy = cb_destroy,
 };
 
+/* Host-accessible memory can be filled and copied by the CPU itself. */
+static int host_copy(devmm_resource *self, void *dst, const void *src, size_t n, devmm_stream s) {
+  (void)self, (void)s;
+  memmove(dst, src, n);
+  return DEVMM_OK;
+}
+
+static int host_memset(devmm_resource *self, void *dst, int v, size_t n, devmm_stream s) {
+  (void)self, (void)s;
+  memset(dst, v, n);
+  return DEVMM_OK;
+}
+
+static const devmm_resource_ops callback_host_ops = {
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = cb_allocate,
+    .deallocate = cb_deallocate,
+    .copy = host_copy,
+    .memset = host_memset,
+    .destroy = cb_destroy,
+};
+
 int devmm_callback_resource_create(devmm_callback_alloc_fn alloc, devmm_callback_free_fn free_fn,
                                    void (*destroy)(void *), void *user, devmm_device device,
                                    const char *name, unsigned flags, devmm_resource **out) {
@@ -68,7 +91,9 @@ int devmm_callback_resource_create(devmm_callback_alloc_fn alloc, devmm_callback
   if (!c)
     return devmm_set_error(DEVMM_ENOMEM, "callback resource: out of host memory");
   *c = (callback){alloc, free_fn, destroy, user};
-  int rc = devmm_resource_create(&callback_ops, c, device, name ? name : "callback", flags, out);
+  int rc = devmm_resource_create(flags & DEVMM_RESOURCE_HOST_ACCESSIBLE ? &callback_host_ops
+                                                                       : &callback_ops,
+                                 c, device, name ? name : "callback", flags, out);
   if (rc)
     free(c);
   return rc;

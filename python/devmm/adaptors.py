@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import traceback
 from typing import Callable, Optional, Union
 
 from . import _lib
@@ -233,9 +234,9 @@ class FailureCallbackAdaptor(MemoryResource):
         def trampoline(nbytes: int, attempt: int, _user: int) -> int:
             try:
                 return 1 if callback(nbytes, attempt) else 0
-            except BaseException as e:  # never let an exception cross C
-                sys.unraisablehook(sys.UnraisableHookArgs(  # type: ignore[attr-defined]
-                    type(e), e, e.__traceback__, "devmm failure callback", callback))
+            except BaseException:  # never let an exception cross C: report it, give up
+                sys.stderr.write("devmm: the failure callback raised; not retrying:\n")
+                traceback.print_exc()
                 return 0
 
         fn = _FAILURE_FN(trampoline)

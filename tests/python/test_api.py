@@ -1,0 +1,401 @@
+"""The Python API: constructors, layouts, resources, adaptors, registry, errors."""
+
+import asyncio
+import ctypes
+import gc
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import devmm
+from devmm.mrs.cpu import AlignedMemoryResource, MallocMemoryResource, MmapMemoryResource
+
+
+# ----------------------------------------------------------------------------- empty / zeros
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64", "float16", "float32", "float64",
+                                   "complex64", "complex128", "bool"])
+def test_empty_every_numpy_dtype(dtype):
+    t = devmm.empty((3, 5), dtype)
+    a = np.from_dlpack(t)
+    assert a.dtype == np.dtype(dtype)
+    assert a.shape == (3, 5)
+    assert a.ctypes.data == t.data_ptr
+    assert t.nbytes == a.nbytes
+
+
+def test_dtype_like_objects():
+    assert devmm.empty(4, np.float32).dtype == "float32"
+    assert devmm.empty(4, np.dtype("int16")).dtype == "int16"
+    assert devmm.empty(4, "bfloat16").itemsize == 2
+    assert devmm.empty(4, "float8_e5m2").itemsize == 1
+    with pytest.raises(TypeError, match="unknown dtype 'float33'"):
+        devmm.empty(4, "float33")
+    with pytest.raises(devmm.DevmmError, match="sub-byte"):
+        devmm.empty(4, "float4_e2m1fn")
+
+
+@pytest.mark.parametrize("shape,layout,expected", [
+    ((2, 3), devmm.RowMajor(), (3, 1)),
+    ((2, 3), devmm.ColumnMajor(), (1, 2)),
+    ((4, 3), devmm.Aligned(devmm.RowMajor(), 128, 256), (32, 1)),
+    ((4, 3), devmm.Aligned(devmm.ColumnMajor(), 64), (1, 16)),
+    ((2, 3), devmm.Strided((8, 2)), (8, 2)),
+    ((5,), devmm.Aligned(devmm.RowMajor(), 128), (1,)),
+    ((), devmm.RowMajor(), ()),
+    ((0, 4), devmm.RowMajor(), (4, 1)),
+])
+def test_layouts_match_numpy(shape, layout, expected):
+    t = devmm.empty(shape, "float32", layout=layout)
+    assert t.strides == expected
+    a = np.from_dlpack(t)
+    if 0 not in shape:  # numpy normalises the strides of empty arrays
+        assert a.strides == tuple(4 * s for s in expected)
+    if isinstance(layout, devmm.Aligned) and len(shape) > 1:
+        base = layout.base_alignment or layout.unit_stride_alignment
+        assert t.data_ptr % base == 0
+
+
+def test_zeros_are_zero():
+    z = devmm.zeros((7, 9), "float64", layout=devmm.Aligned(devmm.RowMajor(), 128))
+    assert not np.from_dlpack(z).any()
+    assert z.buffer.nbytes == 7 * 16 * 8
+
+
+@pytest.mark.parametrize("shape,exc,match", [
+    ((2, -3), ValueError, r"shape\[1\] = -3 is negative"),
+    ((2**40, 2**40), ValueError, "overflows"),
+    ((2**70,), ValueError, "does not fit in int64"),
+    ((2.5,), TypeError, "shape entries must be ints"),
+    ("abc", TypeError, "shape entries must be ints"),
+    (None, TypeError, "shape must be an int or a sequence"),
+    ((1,) * 33, ValueError, "at most 32"),
+])
+def test_empty_bad_shapes(shape, exc, match):
+    with pytest.raises(exc, match=match):
+        devmm.empty(shape, "float32")
+
+
+def test_empty_bad_layout_and_resource():
+    with pytest.raises(TypeError, match="layout must be"):
+        devmm.empty(3, layout="rowmajor")
+    with pytest.raises(TypeError, match="resource must be a MemoryResource"):
+        devmm.empty(3, resource=object())
+    with pytest.raises(ValueError, match="unit_stride_alignment 96 must be a power of two"):
+        devmm.empty((2, 2), layout=devmm.Aligned(devmm.RowMajor(), 96))
+    with pytest.raises(TypeError, match="RowMajor"):
+        devmm.Aligned(devmm.Strided((1,)), 64)
+    with pytest.raises(ValueError, match="unknown device 'gpu:0'"):
+        devmm.empty(3, device="gpu:0")
+    with pytest.raises(devmm.DevmmError, match="no current resource for device cuda:0"):
+        devmm.empty(3, device="cuda:0")
+
+
+def test_from_buffer_view_bounds():
+    b = devmm.Buffer(64)
+    v = devmm.from_buffer_view(b, (2, 2), "float32", strides=(4, 1), offset=8)
+    assert v.data_ptr == b.ptr + 8
+    with pytest.raises(ValueError, match="does not fit in the buffer of 64 bytes"):
+        devmm.from_buffer_view(b, (5, 4), "float32")
+
+
+# ----------------------------------------------------------------------------- buffers
+
+def test_buffer_free_twice_and_context_manager():
+    r = devmm.StatisticsAdaptor(MallocMemoryResource())
+    b = devmm.Buffer(4096, resource=r, alignment=256)
+    assert b.ptr % 256 == 0 and r.current_bytes == 4096
+    b.free()
+    b.free()
+    assert b.freed and b.ptr == 0 and r.current_bytes == 0
+    with devmm.Buffer(100, resource=r) as b2:
+        assert r.current_bytes == 100
+    assert b2.freed and r.current_bytes == 0
+    with pytest.raises(ValueError, match="nbytes must be >= 0"):
+        devmm.Buffer(-1)
+
+
+def test_tensor_after_free_refuses_export():
+    t = devmm.empty(4)
+    t.buffer.free()
+    assert t.data_ptr == 0
+    with pytest.raises(BufferError, match="was freed"):
+        np.from_dlpack(t)
+
+
+# ----------------------------------------------------------------------------- resources
+
+def test_cpu_resources():
+    for r in (MallocMemoryResource(), AlignedMemoryResource(4096),
+              MmapMemoryResource("transparent", populate=True)):
+        p = r.allocate(10000, alignment=64)
+        assert p % 64 == 0
+        ctypes.memset(p, 7, 10000)
+        r.deallocate(p, 10000, alignment=64)
+        free, total = r.mem_info()
+        assert 0 < free <= total
+    assert AlignedMemoryResource(4096).allocate(1) % 4096 == 0
+    with pytest.raises(ValueError, match="huge_pages = always: expected never"):
+        MmapMemoryResource("always")
+    with pytest.raises(ValueError, match="alignment 48 is not a power of two"):
+        AlignedMemoryResource(48)
+
+
+def test_adaptor_stack_names_and_upstream():
+    base = MallocMemoryResource()
+    s = devmm.StatisticsAdaptor(base)
+    lim = devmm.LimitingAdaptor(s, "1MiB")
+    assert lim.name == "limiting(statistics(cpu.malloc))"
+    assert lim.upstream is s and lim.limit == 1 << 20
+    with pytest.raises(TypeError, match="upstream must be a MemoryResource"):
+        devmm.StatisticsAdaptor("cpu")
+
+
+def test_statistics_scopes():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource())
+    keep = devmm.empty(100, "int8", resource=s)
+    s.push()
+    t = devmm.empty(300, "int8", resource=s)
+    del t
+    inner = s.pop()
+    assert inner["peak_bytes"] == 300 and inner["current_bytes"] == 0
+    assert s.peak_bytes == 400 and s.current_bytes == 100
+    s.reset_peak()
+    assert s.peak_bytes == 100
+    with pytest.raises(devmm.DevmmError, match="pop without a matching push"):
+        s.pop()
+    del keep
+
+
+def test_statistics_sharded_threads():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource(), sharded=True)
+
+    def work():
+        for _ in range(2000):
+            devmm.empty(16, "int8", resource=s)
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert s.current_bytes == 0 and s.total_count == 8000 and s.total_bytes == 8000 * 16
+
+
+def test_limiting_is_memory_error():
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 1000)
+    keep = devmm.empty(600, "int8", resource=lim)
+    with pytest.raises(MemoryError, match=r"limit of 1000 bytes \(600 bytes in use\)"):
+        devmm.empty(600, "int8", resource=lim)
+    with pytest.raises(devmm.OutOfMemoryError):
+        devmm.empty(600, "int8", resource=lim)
+    assert lim.allocated_bytes == 600
+    del keep
+    half = devmm.LimitingAdaptor(MallocMemoryResource(), "50%")
+    assert 0 < half.limit < MallocMemoryResource().mem_info()[1]
+    with pytest.raises(ValueError, match="bad size '12 parsecs'"):
+        devmm.LimitingAdaptor(MallocMemoryResource(), "12 parsecs")
+
+
+def test_tracking_lookup_and_report():
+    tr = devmm.TrackingAdaptor(MallocMemoryResource(), backtraces=True)
+    t = devmm.empty((10, 10), "float32", resource=tr)
+    info = tr.lookup(t.data_ptr + 123)
+    assert info["bytes"] == 400 and info["frames"]
+    assert "1 outstanding allocations, 400 bytes" in tr.report()
+    t.buffer.free()
+    assert tr.outstanding == (0, 0)
+    with pytest.raises(KeyError, match="not inside a live allocation"):
+        tr.lookup(info["ptr"])
+
+
+def test_logging_csv(tmp_path):
+    path = tmp_path / "log.csv"
+    lg = devmm.LoggingAdaptor(MallocMemoryResource(), str(path), flush=True)
+    t = devmm.empty(16, "int32", resource=lg)
+    t.buffer.free()
+    lines = path.read_text().splitlines()
+    assert lines[0] == "Thread,Time,Action,Pointer,Size,Stream"
+    assert ",allocate," in lines[1] and lines[1].split(",")[4] == "64"
+    assert ",free," in lines[2]
+    with pytest.raises(devmm.DevmmError, match="cannot open log file"):
+        devmm.LoggingAdaptor(MallocMemoryResource(), str(tmp_path / "no" / "dir.csv"))
+
+
+def test_failure_callback_retries_after_gc():
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 1000)
+    calls = []
+    hog = [devmm.empty(800, "int8", resource=lim)]
+
+    def on_oom(nbytes, attempt):
+        calls.append((nbytes, attempt))
+        hog.clear()  # drop the hog, as gc.collect() would free garbage
+        gc.collect()
+        return True
+
+    r = devmm.FailureCallbackAdaptor(lim, on_oom)
+    t = devmm.empty(800, "int8", resource=r)
+    assert calls == [(800, 0)] and t.nbytes == 800
+
+
+def test_failure_callback_exception_gives_up(capsys):
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 10)
+
+    def boom(nbytes, attempt):
+        raise RuntimeError("callback exploded")
+
+    r = devmm.FailureCallbackAdaptor(lim, boom)
+    with pytest.raises(devmm.OutOfMemoryError, match="gave up after 1 attempt"):
+        r.allocate(100)
+    assert "callback exploded" in capsys.readouterr().err
+
+
+def test_thread_safe_adaptor():
+    ts = devmm.ThreadSafeAdaptor(MallocMemoryResource())
+    assert ts.name == "thread_safe(cpu.malloc)"
+    ts.deallocate(ts.allocate(10), 10)
+
+
+def test_aligned_adaptor():
+    a = devmm.AlignedAdaptor(MallocMemoryResource(), 4096, threshold=100)
+    p = a.allocate(200)
+    assert p % 4096 == 0
+    a.deallocate(p, 200)
+
+
+# ----------------------------------------------------------------------------- callbacks
+
+def test_callback_resource_under_adaptors(counting):
+    c, r = counting
+    s = devmm.StatisticsAdaptor(devmm.TrackingAdaptor(r))
+    t = devmm.zeros((8, 8), "float64", resource=s)
+    assert c.allocs == 1 and s.current_bytes == 512
+    assert not np.from_dlpack(t).any()
+    t.buffer.free()
+    assert c.frees == 1 and s.current_bytes == 0
+
+
+def test_callback_exceptions_become_devmm_errors():
+    def raises(n, a, s):
+        raise ValueError("no memory for you")
+
+    r = devmm.CallbackMemoryResource(raises, lambda *a: None, name="bad")
+    with pytest.raises(devmm.CallbackError,
+                       match="the allocate callback of 'bad' raised ValueError: no memory for you"):
+        devmm.empty(4, resource=r)
+
+    def oom(n, a, s):
+        raise MemoryError("pool exhausted")
+
+    r2 = devmm.CallbackMemoryResource(oom, lambda *a: None, name="pool")
+    with pytest.raises(devmm.OutOfMemoryError, match="raised MemoryError: pool exhausted"):
+        devmm.empty(4, resource=devmm.StatisticsAdaptor(r2))
+
+    r3 = devmm.CallbackMemoryResource(lambda n, a, s: "nope", lambda *a: None, name="str")
+    with pytest.raises(devmm.CallbackError, match="returned 'nope', expected a positive int"):
+        devmm.empty(4, resource=r3)
+
+
+def test_callback_resource_outlives_python_object(counting):
+    c, r = counting
+    t = devmm.empty(16, "int8", resource=r)
+    del r
+    gc.collect()  # the buffer still holds the C resource, and so its trampolines
+    t.buffer.free()
+    assert c.frees == 1
+
+
+# ----------------------------------------------------------------------------- registry
+
+def test_registry_set_and_scoped_override():
+    base = devmm.get_current_device_resource()
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    prev = devmm.set_current_device_resource(stats)
+    try:
+        devmm.empty(10, "int8")
+        assert stats.total_bytes == 10
+        other = devmm.StatisticsAdaptor(MallocMemoryResource())
+        with devmm.using_memory_resource(other):
+            assert devmm.get_current_device_resource() is other
+            devmm.empty(5, "int8")
+        assert other.total_bytes == 5 and stats.total_bytes == 10
+    finally:
+        devmm.set_current_device_resource(prev)
+    assert devmm.get_current_device_resource().name == base.name
+
+
+def test_scoped_override_is_per_thread_and_per_task():
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    seen = {}
+
+    def other_thread():
+        devmm.empty(7, "int8")  # not under the override
+        seen["thread"] = devmm.get_current_device_resource().name
+
+    with devmm.using_memory_resource(stats):
+        th = threading.Thread(target=other_thread)
+        th.start()
+        th.join()
+    assert stats.total_bytes == 0 and seen["thread"] == "cpu.malloc"
+
+    async def task(n, use):
+        if use:
+            with devmm.using_memory_resource(stats):
+                await asyncio.sleep(0)
+                devmm.empty(n, "int8")
+        else:
+            await asyncio.sleep(0)
+            devmm.empty(n, "int8")
+
+    async def main():
+        await asyncio.gather(task(3, True), task(100, False), task(4, True))
+
+    asyncio.run(main())
+    assert stats.total_bytes == 7
+
+
+def test_registry_errors():
+    with pytest.raises(TypeError, match="expected a MemoryResource"):
+        devmm.set_current_device_resource("cpu.malloc")
+    with pytest.raises(TypeError, match="expected a MemoryResource"):
+        with devmm.using_memory_resource(None):
+            pass
+
+
+# ----------------------------------------------------------------------------- init / info
+
+def test_init_config_errors_and_plugins(tmp_path):
+    bad = tmp_path / "bad.ini"
+    bad.write_text("[device cpu]\nresource = cpu.malloc\nspeed = fast\n")
+    with pytest.raises(devmm.ConfigError, match=r"bad.ini:3: unknown key 'speed'"):
+        devmm.init(str(bad))
+    good = tmp_path / "good.ini"
+    good.write_text("[devmm]\nplugins = cpu, nosuch\n[device cpu]\nadaptors = statistics\n")
+    with pytest.warns(RuntimeWarning, match="plugin 'nosuch' not loaded"):
+        data = devmm.init(str(good))
+    assert data["config"] == str(good)
+    assert devmm.devices()[0]["stack"] == "statistics(cpu.malloc)"
+    assert {p["name"]: p["status"] for p in devmm.plugins()} == {"cpu": "loaded",
+                                                                 "nosuch": "failed"}
+
+
+def test_python_m_devmm_info():
+    out = subprocess.run([sys.executable, "-m", "devmm", "info"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "config: built-in default" in out and "stack: cpu.malloc" in out
+    js = subprocess.run([sys.executable, "-m", "devmm", "info", "--json"], capture_output=True,
+                        text=True, check=True).stdout
+    assert '"plugins"' in js
+    bad = subprocess.run([sys.executable, "-m", "devmm", "info", "--config", "/nonexistent.ini"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "cannot read configuration file" in bad.stderr
+
+
+def test_import_needs_no_numpy():
+    code = "import sys, devmm; devmm.empty((1,), 'float32'); print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

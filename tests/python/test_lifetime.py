@@ -1,0 +1,128 @@
+"""Who frees what, and when: consumers outliving tensors, capsules consumed or not, deleters
+on other threads, interpreter exit with live exports, free() twice."""
+
+import ctypes
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+
+import devmm
+
+_pyapi = ctypes.pythonapi
+_pyapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_pyapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_pyapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_USED = ctypes.c_char_p(b"used_dltensor_versioned")  # static for the capsule's lifetime
+
+
+def test_consumer_outlives_tensor_and_free(counting):
+    c, r = counting
+    stats = devmm.StatisticsAdaptor(r)
+    t = devmm.empty((1000,), "float32", resource=stats)
+    a = np.from_dlpack(t)
+    t.buffer.free()
+    del t
+    gc.collect()
+    assert stats.current_bytes == 4000 and c.frees == 0  # numpy still holds it
+    a[...] = 2.0  # and may still use it
+    assert a.sum() == 2000
+    del a
+    gc.collect()
+    assert stats.current_bytes == 0 and c.frees == 1
+
+
+def test_unconsumed_capsule_freed_exactly_once(counting):
+    c, r = counting
+    t = devmm.empty(10, "int8", resource=r)
+    caps = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__()]
+    t.buffer.free()
+    assert c.frees == 0
+    del caps
+    gc.collect()
+    assert c.frees == 1 and c.allocs == 1  # the Counting resource raises on a double free
+
+
+def test_consumed_capsule_not_freed_by_capsule(counting):
+    c, r = counting
+    t = devmm.empty(10, "int8", resource=r)
+    cap = t.__dlpack__(max_version=(1, 0))
+
+    class Holder:  # np.from_dlpack wants an object with __dlpack__
+        def __dlpack__(self, **kw):
+            return cap
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    a = np.from_dlpack(Holder())
+    assert "used_dltensor_versioned" in repr(cap)
+    t.buffer.free()
+    del cap, t
+    gc.collect()
+    assert c.frees == 0  # the used capsule did not free it; numpy owns it now
+    del a
+    gc.collect()
+    assert c.frees == 1
+
+
+class _Managed(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64)]
+
+
+def test_deleter_on_another_thread_without_the_gil(counting):
+    c, r = counting
+    stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    t = devmm.empty(1 << 16, "uint8", resource=stats)
+    cap = t.__dlpack__(max_version=(1, 0))
+    # consume it by hand, as a C consumer would: take the pointer, rename the capsule
+    ptr = _pyapi.PyCapsule_GetPointer(cap, b"dltensor_versioned")
+    _pyapi.PyCapsule_SetName(cap, _USED)
+    m = _Managed.from_address(ptr)
+    assert (m.major, m.minor) == (1, 1)
+    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)
+    t.buffer.free()
+    del t, cap
+    assert stats.current_bytes == 1 << 16
+    # a CFUNCTYPE call through ctypes releases the GIL: the deleter runs in C without it
+    th = threading.Thread(target=deleter, args=(ptr,))
+    th.start()
+    th.join()
+    assert stats.current_bytes == 0
+
+
+def test_interpreter_exit_with_live_exports():
+    code = textwrap.dedent("""
+        import ctypes, numpy as np, devmm
+        keep = {}
+        def alloc(n, a, s):
+            b = ctypes.create_string_buffer(n); keep[ctypes.addressof(b)] = b
+            return ctypes.addressof(b)
+        r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p))
+        t = devmm.empty((100,), "float64", resource=r)
+        a = np.from_dlpack(t)                 # a consumer alive at exit
+        cap = t.__dlpack__(max_version=(1, 0))  # an unconsumed capsule alive at exit
+        u = devmm.empty(10)
+        b = np.from_dlpack(u); u.buffer.free()
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok" and "Traceback" not in out.stderr
+
+
+def test_free_twice_and_tensor_gone():
+    s = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    t = devmm.empty(8, resource=s)
+    b = t.buffer
+    b.free()
+    b.free()
+    t.buffer.free()
+    del t
+    gc.collect()
+    assert s.current_bytes == 0 and s.total_count == 1
