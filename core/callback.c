@@ -22,13 +22,17 @@ static int cb_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
   callback *c = self->ctx;
   *out = NULL;
   if (atomic_load(&disabled))
-    return devmm_set_error(DEVMM_ESTATE, "resource '%s': its callbacks are disabled (the "
-                           "front end is shutting down)", self->name);
+    return devmm_set_error(DEVMM_ESTATE,
+                           "resource '%s': its callbacks are disabled (the "
+                           "front end is shutting down)",
+                           self->name);
   devmm_clear_error();
   int rc = c->alloc(c->user, bytes, align, stream, out);
   if (rc == DEVMM_OK && !*out)
-    return devmm_set_error(DEVMM_ECALLBACK, "resource '%s': the allocate callback returned no "
-                           "pointer for %zu bytes", self->name, bytes);
+    return devmm_set_error(DEVMM_ECALLBACK,
+                           "resource '%s': the allocate callback returned no "
+                           "pointer for %zu bytes",
+                           self->name, bytes);
   if (rc && !*devmm_last_error())
     devmm_set_error(rc, "resource '%s': the allocate callback failed (%s)", self->name,
                     devmm_status_name(rc));
@@ -86,13 +90,15 @@ int devmm_callback_resource_create(devmm_callback_alloc_fn alloc, devmm_callback
     *out = NULL;
   if (!alloc || !free_fn || !out)
     return devmm_set_error(DEVMM_EINVAL, "callback resource: %s is NULL",
-                           !alloc ? "allocate" : !free_fn ? "free" : "out");
+                           !alloc     ? "allocate"
+                           : !free_fn ? "free"
+                                      : "out");
   callback *c = malloc(sizeof *c);
   if (!c)
     return devmm_set_error(DEVMM_ENOMEM, "callback resource: out of host memory");
   *c = (callback){alloc, free_fn, destroy, user};
   int rc = devmm_resource_create(flags & DEVMM_RESOURCE_HOST_ACCESSIBLE ? &callback_host_ops
-                                                                       : &callback_ops,
+                                                                        : &callback_ops,
                                  c, device, name ? name : "callback", flags, out);
   if (rc)
     free(c);

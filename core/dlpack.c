@@ -43,8 +43,8 @@ static int64_t *fill(devmm_dltensor *dl, const devmm_tensor *t, int64_t *dims) {
   devmm_buffer *b = devmm_tensor_buffer(t);
   memcpy(dims, devmm_tensor_shape(t), (size_t)n * sizeof(int64_t));
   memcpy(dims + n, devmm_tensor_strides(t), (size_t)n * sizeof(int64_t));
-  dl->data = devmm_tensor_size(t) ? (char *)devmm_buffer_ptr(b) + devmm_tensor_byte_offset(t)
-                                   : NULL;
+  dl->data =
+      devmm_tensor_size(t) ? (char *)devmm_buffer_ptr(b) + devmm_tensor_byte_offset(t) : NULL;
   dl->device = devmm_buffer_device(b);
   dl->ndim = n;
   dl->dtype = devmm_tensor_dtype(t);
@@ -163,8 +163,8 @@ int devmm_tensor_copy(const devmm_tensor *t, devmm_resource *dst, devmm_tensor *
       int64_t so = 0, dof = 0;
       for (int i = 0; i < outer; i++)
         so += idx[i] * sst[i], dof += idx[i] * dst_strides[i];
-      rc = devmm_copy(via, to + dof * (int64_t)item, from + so * (int64_t)item,
-                      (size_t)run * item, stream);
+      rc = devmm_copy(via, to + dof * (int64_t)item, from + so * (int64_t)item, (size_t)run * item,
+                      stream);
       for (int i = outer - 1; i >= 0; i--) {
         if (++idx[i] < shape[i])
           break;

@@ -100,9 +100,10 @@ typedef int (*devmm_callback_free_fn)(void *user, void *ptr, size_t bytes, size_
 /* Creates a callback resource (thread-safe if the callbacks are); destroy(user) runs when the
  * last reference goes (may be NULL). */
 DEVMM_API int devmm_callback_resource_create(devmm_callback_alloc_fn alloc,
-                                             devmm_callback_free_fn free_fn, void (*destroy)(void *),
-                                             void *user, devmm_device device, const char *name,
-                                             unsigned flags, devmm_resource **out);
+                                             devmm_callback_free_fn free_fn,
+                                             void (*destroy)(void *), void *user,
+                                             devmm_device device, const char *name, unsigned flags,
+                                             devmm_resource **out);
 /* After this call no callback resource calls its callbacks again: allocations fail and frees
  * are skipped (leaked). A front end calls it when its runtime shuts down (Python's atexit), so
  * a late free from another thread never enters a finalised interpreter. */
