@@ -35,7 +35,7 @@ lint: deps
 	  --inline-suppr --std=c11 -I include -I $(BUILD)/include -D__GNUC__ \
 	  --suppress=missingIncludeSystem $(filter %.c,$(C_SOURCES))
 	clang-format --dry-run --Werror $(C_SOURCES)
-	@if [ -n "$(PY_SOURCES)" ]; then python3 -m pyflakes $(PY_SOURCES); fi
+	@if [ -n "$(PY_SOURCES)" ]; then /usr/bin/python3 -m pyflakes $(PY_SOURCES); fi
 	shellcheck tools/*.sh .ci/run
 
 fmt: deps

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t,
-                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
+                    c_uint, c_uint8, c_uint16, c_uint64, c_void_p)
 
 from . import errors
 
@@ -201,8 +201,8 @@ _BY_NAME = {
 
 def error(status: int) -> errors.DevmmError:
     """The exception for a failed call (reads this thread's C message)."""
-    name = status_name(status).decode()  # noqa: F821 (bound from the table above)
-    message = last_error().decode(errors="replace")  # noqa: F821
+    name = lib.devmm_status_name(status).decode()
+    message = lib.devmm_last_error().decode(errors="replace")
     return _BY_NAME.get(name, errors.DevmmError)(message, name)
 
 

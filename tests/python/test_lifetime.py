@@ -49,19 +49,19 @@ def test_unconsumed_capsule_freed_exactly_once(counting):
 def test_consumed_capsule_not_freed_by_capsule(counting):
     c, r = counting
     t = devmm.empty(10, "int8", resource=r)
-    cap = t.__dlpack__(max_version=(1, 0))
+    held = [t.__dlpack__(max_version=(1, 0))]
 
     class Holder:  # np.from_dlpack wants an object with __dlpack__
         def __dlpack__(self, **kw):
-            return cap
+            return held[0]
 
         def __dlpack_device__(self):
             return (1, 0)
 
     a = np.from_dlpack(Holder())
-    assert "used_dltensor_versioned" in repr(cap)
+    assert "used_dltensor_versioned" in repr(held[0])
     t.buffer.free()
-    del cap, t
+    del held[0], t
     gc.collect()
     assert c.frees == 0  # the used capsule did not free it; numpy owns it now
     del a
