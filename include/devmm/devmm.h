@@ -9,6 +9,7 @@
 #include "adaptors.h"
 #include "config.h"
 #include "dlpack.h"
+#include "ffi.h"
 #include "dtype.h"
 #include "error.h"
 #include "export.h"

@@ -10,10 +10,11 @@
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import warnings
-from typing import Optional
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Optional
 
 from . import _lib
 
@@ -32,6 +33,7 @@ def init(config: Optional[str] = None) -> dict:
     data = info()
     for p in data["plugins"]:
         if p["status"] != "loaded":
+            import warnings
             warnings.warn(f"devmm: plugin '{p['name']}' not loaded: {p['error']}", RuntimeWarning,
                           stacklevel=2)
     return data
@@ -39,6 +41,7 @@ def init(config: Optional[str] = None) -> dict:
 
 def info() -> dict:
     """Everything devmm-info shows: version, config, plugins, devices and their stacks."""
+    import json
     out = ctypes.c_void_p()
     _lib.check(_lib.info_json(ctypes.byref(out)))
     try:

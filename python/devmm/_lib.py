@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t,
-                    c_uint, c_uint8, c_uint16, c_uint64, c_void_p)
+                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
 
@@ -150,6 +150,8 @@ _SIGNATURES = {
     "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
                                     c_size_t, c_int, POINTER(c_void_p)]),
     "devmm_tensor_empty": (c_int, [_P, Device, _P, c_int, _P, DType, _P, POINTER(c_void_p)]),
+    "devmm_ffi_tensor_empty": (_P, [_P, c_int64, _P, c_int, c_char_p, c_uint32, _P]),
+    "devmm_last_status": (c_int, []),
     "devmm_tensor_destroy": (None, [_P]),
     "devmm_tensor_buffer": (_P, [_P]),
     "devmm_tensor_strides": (POINTER(c_int64), [_P]),
@@ -180,6 +182,12 @@ CAPSULE_DESTRUCTOR_VERSIONED = ctypes.cast(lib.devmm_capsule_destructor_versione
 CAPSULE_DESTRUCTOR = ctypes.cast(lib.devmm_capsule_destructor, c_void_p).value
 CAPSULE_NAME_VERSIONED = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name_versioned"))
 CAPSULE_NAME = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name"))
+
+# Called with the GIL held (PyDLL): it makes the capsule itself, one foreign call per export.
+_pylib = ctypes.PyDLL(lib._name)
+ffi_dlpack_capsule = _pylib.devmm_ffi_dlpack_capsule
+ffi_dlpack_capsule.restype = ctypes.py_object
+ffi_dlpack_capsule.argtypes = [c_void_p, c_uint64, c_int]
 
 _pyapi = ctypes.pythonapi
 PyCapsule_New = _pyapi.PyCapsule_New

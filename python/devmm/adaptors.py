@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import traceback
-from typing import Callable, Optional, Union
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Callable, Optional, Union
 
 from . import _lib
 from .resource import MemoryResource, parse_device
@@ -236,6 +238,7 @@ class FailureCallbackAdaptor(MemoryResource):
                 return 1 if callback(nbytes, attempt) else 0
             except BaseException:  # never let an exception cross C: report it, give up
                 sys.stderr.write("devmm: the failure callback raised; not retrying:\n")
+                import traceback
                 traceback.print_exc()
                 return 0
 

@@ -6,22 +6,34 @@ such a name (a numpy dtype, ``torch.float32``) — without importing numpy.
 2
 >>> resolve("float8_e4m3fn").code
 10
+>>> resolve("bfloat16")
+DType('bfloat16')
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import NamedTuple
 
 from . import _lib
 
 
-class DType(NamedTuple):
-    name: str
-    code: int
-    bits: int
-    itemsize: int
-    c: _lib.DType
+class DType(tuple):
+    """An element type: ``(name, code, bits, itemsize)``, plus its C struct and packed form."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, code: int, bits: int, itemsize: int, c: "_lib.DType"):
+        return tuple.__new__(cls, (name, code, bits, itemsize, c, code | bits << 8 | 1 << 16))
+
+    name = property(lambda self: self[0])
+    code = property(lambda self: self[1])
+    bits = property(lambda self: self[2])
+    itemsize = property(lambda self: self[3])
+    c = property(lambda self: self[4])
+    packed = property(lambda self: self[5])
+
+    def __repr__(self) -> str:
+        return f"DType({self[0]!r})"
 
 
 _CACHE: dict[object, DType] = {}

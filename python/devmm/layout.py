@@ -10,7 +10,10 @@
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Sequence
 
 from . import _lib
 

@@ -10,14 +10,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import ctypes
-from typing import Iterator, Optional, Union
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Optional, Union
+
+    DeviceLike = Union[str, tuple, None]
 
 from . import _lib
-
-DeviceLike = Union[str, tuple, None]
 
 _DEVICE_CACHE: dict[object, _lib.Device] = {}
 CPU = _lib.Device(1, 0)
@@ -63,20 +65,30 @@ class MemoryResource:
     with :func:`devmm.empty` instead.
     """
 
-    __slots__ = ("_h", "_upstream", "_keep", "__weakref__")
+    __slots__ = ("_h", "_upstream", "_keep", "_dk", "__weakref__")
 
     def __init__(self, handle: int, upstream: Optional["MemoryResource"] = None,
                  keep: object = None) -> None:
         self._h = handle  # this object owns one reference
         self._upstream = upstream
         self._keep = keep
+        self._dk = None
 
     @classmethod
     def _from_new(cls, handle: int) -> "MemoryResource":
         """Wraps a reference the caller already owns, as the most specific class known."""
         obj = MemoryResource.__new__(MemoryResource)
-        obj._h, obj._upstream, obj._keep = handle, None, None
+        obj._h, obj._upstream, obj._keep, obj._dk = handle, None, None, None
         return obj
+
+    @property
+    def _devkey(self) -> tuple:
+        """(device_type, device_id), cached: the device of a resource never changes."""
+        dk = self._dk
+        if dk is None:
+            d = _lib.resource_device(self._h)
+            dk = self._dk = (d.device_type, d.device_id)
+        return dk
 
     def __del__(self) -> None:
         h, self._h = getattr(self, "_h", None), None
@@ -178,8 +190,7 @@ def set_current_device_resource(resource: MemoryResource,
     return MemoryResource._from_new(prev.value) if prev.value else None
 
 
-@contextlib.contextmanager
-def using_memory_resource(resource: MemoryResource) -> Iterator[MemoryResource]:
+class using_memory_resource:
     """Within the block, allocations for resource's device (and those naming no device) go
     to resource. Per thread and per asyncio task.
 
@@ -190,13 +201,21 @@ def using_memory_resource(resource: MemoryResource) -> Iterator[MemoryResource]:
     >>> stats.current_bytes
     16
     """
-    if not isinstance(resource, MemoryResource):
-        raise TypeError(f"expected a MemoryResource, got {type(resource).__name__}")
-    new = dict(_scoped.get())
-    new[_key(_lib.resource_device(resource._h))] = resource
-    new[None] = resource
-    token = _scoped.set(new)
-    try:
-        yield resource
-    finally:
-        _scoped.reset(token)
+
+    __slots__ = ("_resource", "_tokens")
+
+    def __init__(self, resource: MemoryResource) -> None:
+        if not isinstance(resource, MemoryResource):
+            raise TypeError(f"expected a MemoryResource, got {type(resource).__name__}")
+        self._resource = resource
+        self._tokens: list = []
+
+    def __enter__(self) -> MemoryResource:
+        new = dict(_scoped.get())
+        new[self._resource._devkey] = self._resource
+        new[None] = self._resource
+        self._tokens.append(_scoped.set(new))
+        return self._resource
+
+    def __exit__(self, *exc: object) -> None:
+        _scoped.reset(self._tokens.pop())

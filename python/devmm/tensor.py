@@ -12,7 +12,10 @@ True
 from __future__ import annotations
 
 import ctypes
-from typing import Optional, Sequence, Union
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Optional, Sequence, Union
 
 from . import _lib
 from .dtype import DType, resolve
@@ -22,11 +25,24 @@ from .resource import MemoryResource, _key, _scoped, format_device, parse_device
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
-_tensor_empty = _lib.tensor_empty
+_ffi_empty = _lib.ffi_tensor_empty
+_ffi_capsule = _lib.ffi_dlpack_capsule
 _tensor_destroy = _lib.tensor_destroy
 _buffer_free = _lib.buffer_free
-_SHAPE_TYPES = [ctypes.c_int64 * max(n, 1) for n in range(33)]
+_PACKERS: dict = {}
+_CPU_KEY = (1, 0)
 _I64_MAX = (1 << 63) - 1
+
+
+def _i64(values) -> bytes:
+    """values packed as int64s, for a const int64_t * argument (struct.error if not ints)."""
+    n = len(values)
+    pack = _PACKERS.get(n)
+    if pack is None:
+        import struct
+        pack = _PACKERS[n] = struct.Struct(f"<{n}q").pack
+    return pack(*values)
+
 
 # DLPack device types, flags and the stream rules of the Array API standard
 _CPU, _CUDA, _CUDA_HOST, _ROCM, _ROCM_HOST, _CUDA_MANAGED = 1, 2, 3, 10, 11, 13
@@ -127,7 +143,7 @@ class Tensor:
     with ``__dlpack__`` (NumPy, PyTorch, CuPy, JAX), ``__array_interface__`` on the CPU and
     ``__cuda_array_interface__`` on CUDA."""
 
-    __slots__ = ("_h", "shape", "_dt", "_dev", "_strides", "__weakref__")
+    __slots__ = ("_h", "shape", "_dt", "_dev", "_strides", "__weakref__")  # _dev: (type, id)
 
     def __del__(self) -> None:
         h = getattr(self, "_h", None)
@@ -175,7 +191,7 @@ class Tensor:
     @property
     def device(self) -> str:
         """``"cpu"``, ``"cuda:0"``, ..."""
-        return format_device(self._dev)
+        return format_device(parse_device(self._dev))
 
     @property
     def buffer(self) -> Buffer:
@@ -193,7 +209,7 @@ class Tensor:
     # ------------------------------------------------------------------ interchange
     def __dlpack_device__(self) -> tuple[int, int]:
         """(DLPack device type, device id)."""
-        return (self._dev.device_type, self._dev.device_id)
+        return self._dev
 
     def __dlpack__(self, *, stream: Optional[int] = None,
                    max_version: Optional[tuple[int, int]] = None,
@@ -203,15 +219,21 @@ class Tensor:
         when ``max_version >= (1, 0)``, else the legacy one; ``copy=True`` (or a ``dl_device``
         that needs it) copies through the resource and sets IS_COPIED; ``copy=False`` when a
         copy is needed raises ``BufferError``."""
-        src = self
-        dev = self.__dlpack_device__()
+        versioned = 1 if max_version is not None and max_version[0] >= 1 else 0
+        if (stream is None and not copy and
+                (dl_device is None or tuple(dl_device) == self._dev)):  # the common case
+            cap = _ffi_capsule(self._h, 0, versioned)
+            if cap is None:  # the C message says why
+                raise _lib.error(_lib.last_status())
+            return cap
+        dev = self._dev
         target = dev if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
         _check_stream(dev[0], stream)
         need_copy = target != dev
         if need_copy and copy is False:
             raise BufferError(f"__dlpack__: exporting to device {target} needs a copy from "
                               f"{dev}, but copy=False")
-        flags = 0
+        src, flags = self, 0
         if need_copy or copy:
             try:
                 src = self._copy_to(target)
@@ -221,21 +243,17 @@ class Tensor:
             flags |= _IS_COPIED
         if stream is not None and stream != -1 and dev[0] in (_CUDA, _CUDA_MANAGED, _ROCM):
             _stream_wait(src, stream)
-        out = _c_void_p()
-        if max_version is not None and max_version[0] >= 1:
-            _lib.check(_lib.tensor_to_dlpack_versioned(src._h, flags, _byref(out)))
-            return _lib.PyCapsule_New(out.value, _lib.CAPSULE_NAME_VERSIONED,
-                                      _lib.CAPSULE_DESTRUCTOR_VERSIONED)
-        _lib.check(_lib.tensor_to_dlpack(src._h, _byref(out)))
-        return _lib.PyCapsule_New(out.value, _lib.CAPSULE_NAME, _lib.CAPSULE_DESTRUCTOR)
+        cap = _ffi_capsule(src._h, flags, versioned)
+        if cap is None:
+            raise _lib.error(_lib.last_status())
+        return cap
 
     def _copy_to(self, target: tuple[int, int]) -> "Tensor":
         dst = _current(target)
         out = _c_void_p()
         _lib.check(_lib.tensor_copy(self._h, dst._h, _byref(out)))
         t = Tensor.__new__(Tensor)
-        t._h, t.shape, t._dt, t._strides = out.value, self.shape, self._dt, None
-        t._dev = parse_device(target)
+        t._h, t.shape, t._dt, t._strides, t._dev = out.value, self.shape, self._dt, None, target
         return t
 
     def copy(self, device: Union[str, tuple, None] = None) -> "Tensor":
@@ -247,7 +265,9 @@ class Tensor:
         >>> p.strides, p.copy().strides
         ((32, 1), (3, 1))
         """
-        d = parse_device(device) if device is not None else self._dev
+        if device is None:
+            return self._copy_to(self._dev)
+        d = parse_device(device)
         return self._copy_to((d.device_type, d.device_id))
 
     def _interface(self) -> dict:
@@ -264,14 +284,14 @@ class Tensor:
     @property
     def __array_interface__(self) -> dict:
         """NumPy's array interface v3 (CPU and host-accessible memory only)."""
-        if self._dev.device_type not in (_CPU, _CUDA_HOST, _ROCM_HOST):
+        if self._dev[0] not in (_CPU, _CUDA_HOST, _ROCM_HOST):
             raise AttributeError(f"__array_interface__: {self.device} memory is not host memory")
         return self._interface()
 
     @property
     def __cuda_array_interface__(self) -> dict:
         """The CUDA array interface v3 (CUDA device and managed memory)."""
-        if self._dev.device_type not in (_CUDA, _CUDA_MANAGED):
+        if self._dev[0] not in (_CUDA, _CUDA_MANAGED):
             raise AttributeError(f"__cuda_array_interface__: {self.device} is not CUDA memory")
         d = self._interface()
         stream = _lib.buffer_stream(_lib.tensor_buffer(self._h))
@@ -308,23 +328,27 @@ def _stream_wait(t: Tensor, stream: int) -> None:
 # ----------------------------------------------------------------------------- constructors
 
 def _shape(shape: Union[int, Sequence[int]]) -> tuple:
+    """shape as a tuple (an int is a 1-d shape)."""
     if type(shape) is int:
-        shape = (shape,)
-    elif type(shape) is not tuple:
-        try:
-            shape = tuple(shape)
-        except TypeError:
-            raise TypeError(f"shape must be an int or a sequence of ints, got "
-                            f"{type(shape).__name__}") from None
-    for s in shape:
-        if type(s) is not int:
-            if not hasattr(s, "__index__") or isinstance(s, bool):
-                raise TypeError(f"shape entries must be ints, got {s!r} in {shape!r}")
-            shape = tuple(int(x.__index__()) for x in shape)
-            break
-        if s > _I64_MAX or s < -_I64_MAX:
-            raise ValueError(f"shape entry {s} does not fit in int64 (shape {shape!r})")
+        return (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a sequence of ints, got "
+                        f"{type(shape).__name__}") from None
+    if any(type(s) is not int for s in shape):
+        _shape_check(shape)
+        shape = tuple(int(s.__index__()) for s in shape)
     return shape
+
+
+def _shape_check(shape: tuple) -> None:
+    """Raises TypeError for entries that are not integers, ValueError for ones out of int64."""
+    for s in shape:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"shape entries must be ints, got {s!r} in {shape!r}")
+        if not -_I64_MAX <= s.__index__() <= _I64_MAX:
+            raise ValueError(f"shape entry {s} does not fit in int64 (shape {shape!r})")
 
 
 def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
@@ -341,44 +365,61 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     ...
     devmm.errors.DevmmValueError: layout: shape[1] = -1 is negative: expected an extent >= 0
     """
-    shape = _shape(shape)
-    dt = resolve(dtype)
-    n = len(shape)
-    if n > 32:
-        raise ValueError(f"empty: {n} dimensions, at most 32 are supported")
+    # This is the hot path: one foreign call, everything else cached.
+    if type(shape) is not tuple:
+        shape = _shape(shape)
+    try:
+        dt = _DTYPES[dtype]
+    except (KeyError, TypeError):
+        dt = resolve(dtype)
+    try:
+        packed = _i64(shape)
+    except Exception:
+        _shape_check(shape)  # raises the right TypeError/ValueError
+        raise
     if resource is None:
         scoped = _scoped.get()
         if scoped:
-            if device is None:
-                resource = scoped[None]
-            else:
-                resource = scoped.get(_key(parse_device(device)))
+            resource = scoped[None] if device is None else scoped.get(_key(parse_device(device)))
     if resource is not None:
-        if not isinstance(resource, MemoryResource):
-            raise TypeError(f"resource must be a MemoryResource, got {type(resource).__name__}")
-        dev = _lib.resource_device(resource._h)
-        rh = resource._h
+        try:
+            dev = resource._devkey
+            rh = resource._h
+        except AttributeError:
+            raise TypeError(f"resource must be a MemoryResource, got "
+                            f"{type(resource).__name__}") from None
+    elif device is None:
+        dev, rh = _CPU_KEY, None
     else:
-        dev = parse_device(device)
-        rh = None
-    if layout is not None and type(layout) is not RowMajor:
-        if not isinstance(layout, Layout):
-            raise TypeError(f"layout must be RowMajor(), ColumnMajor(), Strided(...) or "
-                            f"Aligned(...), got {layout!r}")
+        d = parse_device(device)
+        dev, rh = (d.device_type, d.device_id), None
+    if layout is None or type(layout) is RowMajor:
+        lp = None
+    elif isinstance(layout, Layout):
         lp = _byref(layout._c)
     else:
-        lp = None
-    out = _c_void_p()
-    rc = _tensor_empty(rh, dev, lp, n, _SHAPE_TYPES[n](*shape), dt.c, stream, _byref(out))
-    if rc:
-        raise _lib.error(rc)
-    t = Tensor.__new__(Tensor)
-    t._h = out.value
+        raise TypeError(f"layout must be RowMajor(), ColumnMajor(), Strided(...) or "
+                        f"Aligned(...), got {layout!r}")
+    n = len(shape)
+    if n > 32:
+        raise ValueError(f"empty: {n} dimensions, at most 32 are supported")
+    h = _ffi_empty(rh, dev[0] << 32 | dev[1], lp, n, packed, dt[5], stream)
+    if not h:
+        raise _lib.error(_lib.last_status())
+    t = _new(Tensor)
+    t._h = h
     t.shape = shape
     t._dt = dt
     t._dev = dev
     t._strides = None
     return t
+
+
+_new = Tensor.__new__
+_DTYPES: dict = {}
+for _name in ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
+              "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128"):
+    _DTYPES[_name] = resolve(_name)
 
 
 def zeros(shape: Union[int, Sequence[int]], dtype: object = "float32", **kwargs) -> Tensor:
@@ -410,12 +451,14 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     if strides is None:
         strides = RowMajor().strides(shape, dt) if n else ()
     out = _c_void_p()
-    _lib.check(_lib.tensor_create(buffer._h, dt.c, n, _SHAPE_TYPES[n](*shape),
-                                  _SHAPE_TYPES[n](*strides), offset, 1 if readonly else 0,
+    shp = (ctypes.c_int64 * max(n, 1))(*shape)
+    st = (ctypes.c_int64 * max(n, 1))(*strides)
+    _lib.check(_lib.tensor_create(buffer._h, dt.c, n, shp, st, offset, 1 if readonly else 0,
                                   _byref(out)))
+    d = _lib.buffer_device(buffer._h)
     t = Tensor.__new__(Tensor)
     t._h, t.shape, t._dt, t._strides = out.value, shape, dt, tuple(strides)
-    t._dev = _lib.buffer_device(buffer._h)
+    t._dev = (d.device_type, d.device_id)
     return t
 
 
