@@ -60,7 +60,13 @@ def dlpack():
 
 
 def startup():
+    # As installed: the package byte-compiled, and Python allowed to use the .pyc files.
+    import compileall
+
+    import devmm
+    compileall.compile_dir(os.path.dirname(devmm.__file__), quiet=1)
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     def run(code, reps=25):
         times = []

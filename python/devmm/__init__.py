@@ -13,16 +13,36 @@ from __future__ import annotations
 import atexit as _atexit
 
 from . import _lib
-from ._info import devices, info, init, plugins, version
-from .adaptors import (AlignedAdaptor, CallbackMemoryResource, FailureCallbackAdaptor,
-                       LimitingAdaptor, LoggingAdaptor, StatisticsAdaptor, ThreadSafeAdaptor,
-                       TrackingAdaptor)
 from .dtype import DType
 from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError)
 from .layout import Aligned, ColumnMajor, Layout, RowMajor, Strided
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
 from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
+
+# Imported on first use: start-up time matters to short scripts (see docs/performance.md).
+_LAZY = {
+    "devices": "_info", "info": "_info", "init": "_info", "plugins": "_info", "version": "_info",
+    "AlignedAdaptor": "adaptors", "CallbackMemoryResource": "adaptors",
+    "FailureCallbackAdaptor": "adaptors", "LimitingAdaptor": "adaptors",
+    "LoggingAdaptor": "adaptors", "StatisticsAdaptor": "adaptors",
+    "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'devmm' has no attribute '{name}'")
+    import importlib
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(list(globals()) + list(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -171,11 +171,19 @@ _SIGNATURES = {
     "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
-for _name, (_res, _args) in _SIGNATURES.items():
-    _fn = getattr(lib, _name)
-    _fn.restype = _res
-    _fn.argtypes = _args
-    globals()[_name[len("devmm_"):]] = _fn
+
+
+def __getattr__(name: str):
+    """Binds devmm_<name> with its signature on first use (start-up stays short)."""
+    try:
+        res, args = _SIGNATURES["devmm_" + name]
+    except KeyError:
+        raise AttributeError(f"module 'devmm._lib' has no attribute '{name}'") from None
+    fn = getattr(lib, "devmm_" + name)
+    fn.restype = res
+    fn.argtypes = args
+    globals()[name] = fn
+    return fn
 
 # The capsule destructors and names are C objects: capsules keep the pointers they are given.
 CAPSULE_DESTRUCTOR_VERSIONED = ctypes.cast(lib.devmm_capsule_destructor_versioned, c_void_p).value
@@ -207,10 +215,15 @@ _BY_NAME = {
 }
 
 
+def _bound(name: str):
+    """A bound signature from inside this module (module __getattr__ only serves outsiders)."""
+    return globals().get(name) or __getattr__(name)
+
+
 def error(status: int) -> errors.DevmmError:
     """The exception for a failed call (reads this thread's C message)."""
-    name = lib.devmm_status_name(status).decode()
-    message = lib.devmm_last_error().decode(errors="replace")
+    name = _bound("status_name")(status).decode()
+    message = _bound("last_error")().decode(errors="replace")
     return _BY_NAME.get(name, errors.DevmmError)(message, name)
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Optional, Sequence, Union
 
 from . import _lib
+from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DevmmError
 from .layout import Layout, RowMajor
@@ -371,7 +372,7 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     try:
         dt = _DTYPES[dtype]
     except (KeyError, TypeError):
-        dt = resolve(dtype)
+        dt = resolve(dtype)  # caches it in _DTYPES
     try:
         packed = _i64(shape)
     except Exception:
@@ -416,11 +417,7 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
 
 
 _new = Tensor.__new__
-_DTYPES: dict = {}
-for _name in ("float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
-              "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128"):
-    _DTYPES[_name] = resolve(_name)
-
+_DTYPES = _dtype_cache
 
 def zeros(shape: Union[int, Sequence[int]], dtype: object = "float32", **kwargs) -> Tensor:
     """Like :func:`empty`, filled with zero bytes through the resource's memset.
