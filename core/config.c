@@ -669,6 +669,24 @@ static int open_config(const char *path, cfg *c, FILE **f) {
   return DEVMM_OK;
 }
 
+/* The plugin search path: $DEVMM_PLUGIN_PATH, plugin_path, the installed directory; dirs has
+ * room for 128 and is NULL-terminated. Returns the copy of the environment to free. */
+static char *plugin_dirs(const cfg *c, const char **dirs) {
+  size_t nd = 0;
+  char *envcopy = NULL;
+  const char *env = devmm__getenv("DEVMM_PLUGIN_PATH");
+  if (env && (envcopy = devmm__strdup(env)) != NULL) {
+    char *save = NULL;
+    for (char *t = strtok_r(envcopy, ":", &save); t && nd < 64; t = strtok_r(NULL, ":", &save))
+      dirs[nd++] = t;
+  }
+  for (size_t i = 0; i < c->npaths && nd < 126; i++)
+    dirs[nd++] = c->paths[i];
+  dirs[nd++] = DEVMM_PLUGIN_DIR;
+  dirs[nd] = NULL;
+  return envcopy;
+}
+
 static int build(const char *path, state **out) {
   state *s = calloc(1, sizeof *s);
   if (!s)
@@ -687,18 +705,7 @@ static int build(const char *path, state **out) {
     devmm__set_log_level(s->c.log_level);
   /* plugin directories: $DEVMM_PLUGIN_PATH, plugin_path, the installed directory */
   const char *dirs[128];
-  size_t nd = 0;
-  char *envcopy = NULL;
-  const char *env = devmm__getenv("DEVMM_PLUGIN_PATH");
-  if (env && (envcopy = devmm__strdup(env)) != NULL) {
-    char *save = NULL;
-    for (char *t = strtok_r(envcopy, ":", &save); t && nd < 64; t = strtok_r(NULL, ":", &save))
-      dirs[nd++] = t;
-  }
-  for (size_t i = 0; i < s->c.npaths && nd < 126; i++)
-    dirs[nd++] = s->c.paths[i];
-  dirs[nd++] = DEVMM_PLUGIN_DIR;
-  dirs[nd] = NULL;
+  char *envcopy = plugin_dirs(&s->c, dirs);
   s->plugins = calloc(s->c.nplugins, sizeof *s->plugins);
   if (!s->plugins) {
     free(envcopy);
@@ -945,6 +952,36 @@ const char *devmm_kind_name(size_t i) {
   return name;
 }
 
+/* A kind whose plugin the configuration did not name ("cuda.async" with only cpu loaded): load
+ * that plugin from the plugin path on demand. Its devices get no current resource (only the
+ * configuration decides those), but its kinds can be created. Caller holds both locks. */
+static const devmm_resource_kind *load_for_kind(state *s, const char *kind) {
+  const char *dot = strchr(kind, '.');
+  char name[64];
+  if (!dot || dot == kind || (size_t)(dot - kind) >= sizeof name)
+    return NULL;
+  snprintf(name, sizeof name, "%.*s", (int)(dot - kind), kind);
+  for (size_t i = 0; i < s->nplugins; i++)
+    if (strcmp(s->plugins[i]->name, name) == 0)
+      return NULL; /* named already: loaded without that kind, or failed */
+  devmm__plugin **grown = realloc(s->plugins, (s->nplugins + 1) * sizeof *grown);
+  if (!grown)
+    return NULL;
+  s->plugins = grown;
+  const char *dirs[128];
+  char *envcopy = plugin_dirs(&s->c, dirs);
+  devmm__plugin *p = devmm__plugin_load(name, dirs);
+  free(envcopy);
+  if (!p)
+    return NULL;
+  s->plugins[s->nplugins++] = p;
+  if (!p->desc) {
+    devmm__log(DEVMM_LOG_INFO, NULL, "plugin '%s' (for %s) not loaded: %s", name, kind, p->error);
+    return NULL;
+  }
+  return find_kind(s, kind, NULL);
+}
+
 int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_option *options,
                                size_t noptions, devmm_resource **out) {
   if (!out)
@@ -954,8 +991,11 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
     return devmm_set_error(DEVMM_EINVAL, "devmm_resource_create_kind: %s is NULL",
                            !kind ? "kind" : "options");
   ensure_init();
+  pthread_mutex_lock(&init_lock); /* may add a plugin to the state: no devmm_init meanwhile */
   pthread_mutex_lock(&state_lock);
   const devmm_resource_kind *k = current ? find_kind(current, kind, NULL) : NULL;
+  if (!k && current)
+    k = load_for_kind(current, kind);
   char avail[512] = "";
   for (size_t p = 0; !k && current && p < current->nplugins; p++) {
     const devmm_plugin *d = current->plugins[p]->desc;
@@ -965,6 +1005,7 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
     }
   }
   pthread_mutex_unlock(&state_lock);
+  pthread_mutex_unlock(&init_lock);
   if (!k)
     return devmm_set_error(DEVMM_ENOENT,
                            "unknown resource kind '%.64s': the loaded plugins offer %s", kind,

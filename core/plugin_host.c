@@ -39,6 +39,7 @@ static const devmm_host_services host = {
     devmm_resource_context,
     devmm_parse_size,
     host_parse_bool,
+    devmm_last_error,
 };
 
 const devmm_host_services *devmm__host(void) { return &host; }

@@ -68,6 +68,8 @@ typedef struct devmm_host_services {
   int (*parse_size)(const char *text, size_t total_bytes, size_t *out);
   /* Parses a boolean (true/false, yes/no, on/off, 1/0). */
   int (*parse_bool)(const char *text, int *out);
+  /* The calling thread's current devmm error message. */
+  const char *(*last_error)(void);
 } devmm_host_services;
 
 /* A device as a plugin describes it. */

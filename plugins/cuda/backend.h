@@ -1,0 +1,94 @@
+/* The CUDA runtime behind plugins/gpu/gpu.c: names, device types and the few calls whose
+ * signatures differ between CUDA and HIP. */
+#ifndef DEVMM_GPU_BACKEND_H
+#define DEVMM_GPU_BACKEND_H
+
+#include <cuda_runtime_api.h>
+
+#define GPU_PLUGIN "cuda"
+#define GPU_DESCRIPTION "CUDA runtime: cudaMalloc, cudaMallocAsync pools, managed, pinned"
+#define GPU_DEVICE_TYPE DEVMM_DEVICE_CUDA
+#define GPU_HOST_TYPE DEVMM_DEVICE_CUDA_HOST
+#define GPU_MANAGED_TYPE DEVMM_DEVICE_CUDA_MANAGED
+#define GPU_NATIVE_ALIGNMENT 256 /* cudaMalloc's guarantee */
+
+typedef cudaError_t gpuError_t;
+typedef cudaStream_t gpuStream_t;
+typedef cudaEvent_t gpuEvent_t;
+typedef cudaMemPool_t gpuMemPool_t;
+typedef struct cudaMemPoolProps gpuMemPoolProps;
+typedef struct cudaDeviceProp gpuDeviceProp;
+
+#define gpuSuccess cudaSuccess
+#define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetErrorName cudaGetErrorName
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuGetDevice cudaGetDevice
+#define gpuSetDevice cudaSetDevice
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMallocManaged cudaMallocManaged
+#define gpuMemAttachGlobal cudaMemAttachGlobal
+#define gpuHostAlloc(p, n) cudaHostAlloc((p), (n), cudaHostAllocDefault)
+#define gpuFreeHost cudaFreeHost
+#define gpuMallocFromPoolAsync cudaMallocFromPoolAsync
+#define gpuFreeAsync cudaFreeAsync
+#define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
+#define gpuMemPoolCreate cudaMemPoolCreate
+#define gpuMemPoolDestroy cudaMemPoolDestroy
+#define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
+#define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
+#define gpuMemAllocationTypePinned cudaMemAllocationTypePinned
+#define gpuMemLocationTypeDevice cudaMemLocationTypeDevice
+#define gpuMemHandleTypeNone cudaMemHandleTypeNone
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuMemcpyAsync(d, s, n, st) cudaMemcpyAsync((d), (s), (n), cudaMemcpyDefault, (st))
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventRecord cudaEventRecord
+#define gpuEventDestroy cudaEventDestroy
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define gpuMemAdviseSetReadMostly cudaMemAdviseSetReadMostly
+#define gpuMemAdviseSetPreferredLocation cudaMemAdviseSetPreferredLocation
+#define gpuMemAdviseSetAccessedBy cudaMemAdviseSetAccessedBy
+typedef enum cudaMemoryAdvise gpuMemoryAdvise;
+
+/* CUDA 13 takes a cudaMemLocation where CUDA 12 and HIP take a device number. */
+static inline gpuError_t gpu_prefetch(const void *p, size_t n, int device, gpuStream_t s) {
+#if CUDART_VERSION >= 13000
+  struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
+  return cudaMemPrefetchAsync(p, n, loc, 0, s);
+#else
+  return cudaMemPrefetchAsync(p, n, device, s);
+#endif
+}
+
+static inline gpuError_t gpu_advise(const void *p, size_t n, gpuMemoryAdvise a, int device) {
+#if CUDART_VERSION >= 13000
+  struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
+  return cudaMemAdvise(p, n, a, loc);
+#else
+  return cudaMemAdvise(p, n, a, device);
+#endif
+}
+
+static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_size) {
+  p->allocType = cudaMemAllocationTypePinned;
+  p->handleTypes = cudaMemHandleTypeNone;
+  p->location.type = cudaMemLocationTypeDevice;
+  p->location.id = device;
+  p->maxSize = max_size;
+}
+
+static inline const char *gpu_runtime_version(char *buf, size_t cap) {
+  int v = 0;
+  cudaRuntimeGetVersion(&v);
+  snprintf(buf, cap, "CUDA runtime %d.%d", v / 1000, (v % 1000) / 10);
+  return buf;
+}
+
+#endif
