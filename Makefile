@@ -36,7 +36,7 @@ lint: deps
 	  --suppress=missingIncludeSystem $(filter %.c,$(C_SOURCES))
 	clang-format --dry-run --Werror $(C_SOURCES)
 	@if [ -n "$(PY_SOURCES)" ]; then /usr/bin/python3 -m pyflakes $(PY_SOURCES); fi
-	shellcheck tools/*.sh .ci/run
+	shellcheck tools/*.sh tests/*.sh tests/gpu/*.sh .ci/run
 
 fmt: deps
 	clang-format -i $(C_SOURCES)

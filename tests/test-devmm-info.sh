@@ -8,8 +8,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$info" --check --strict --config "$ini" >"$tmp/out" || fail "default config: exit $?"
-grep -q "check: 1 passed, 0 failed" "$tmp/out" || fail "default config: $(cat "$tmp/out")"
+"$info" --check --strict --config "$ini" >"$tmp/default.out" || fail "default config: exit $?"
+grep -Eq "check: [1-9][0-9]* passed, 0 failed" "$tmp/default.out" || fail "default config: $(cat "$tmp/default.out")"
 
 "$info" --json --check --config "$ini" >"$tmp/json"
 /usr/bin/python3 - "$tmp/json" <<'PY' || fail "JSON"
@@ -38,4 +38,13 @@ set -e
 grep -q "initfail FAILED: its initialisation failed: simulated init failure" "$tmp/out" ||
   fail "failed plugin report: $(cat "$tmp/out")"
 DEVMM_LOG_LEVEL=error "$info" --config "$tmp/plug.ini" >/dev/null || fail "without --strict a failed plugin is only reported"
+# the GPU plugins the default config lists: loaded, with devices or with "0 devices: <reason>"
+for gpu in cuda rocm; do
+  grep -q "^  $gpu " "$tmp/default.out" || continue
+  line=$(grep -A1 "^  $gpu " "$tmp/default.out" | tail -1)
+  grep -q "FAILED" <<<"$(grep "^  $gpu " "$tmp/default.out")" && fail "$gpu plugin failed to load"
+  if grep -q "loaded: 0 devices" <<<"$line"; then
+    grep -Eq "0 devices: .{8,}" <<<"$line" || fail "$gpu: 0 devices without a reason: $line"
+  fi
+done
 echo "devmm-info: ok"
