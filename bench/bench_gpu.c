@@ -16,13 +16,13 @@ static double now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      fprintf(stderr, "bench-gpu: %s: %s\n", #x, cudaGetErrorString(e_));                        \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CHECK(x)                                                                                   \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "bench-gpu: %s: %s\n", #x, cudaGetErrorString(e_));                          \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 enum { RAW_MALLOC, DEVMM_DEVICE, RAW_ASYNC, DEVMM_ASYNC };
@@ -81,8 +81,8 @@ int main(void) {
   CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
   size_t sizes[] = {256, 4096, 65536, 1 << 20, 16 << 20, 64 << 20};
   printf("GPU benchmark: ns per allocate+free pair (best of 5), device 0\n");
-  printf("%10s %12s %12s %12s %12s %10s %10s\n", "size", "cudaMalloc", "cuda.device",
-         "MallocAsync", "cuda.async", "async/raw", "malloc/async");
+  printf("%10s %12s %12s %12s %12s %10s %10s\n", "size", "cudaMalloc", "cuda.device", "MallocAsync",
+         "cuda.async", "async/raw", "malloc/async");
   int met_overhead = 1, met_speedup = 1;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     size_t n = sizes[i];

@@ -27,8 +27,8 @@ static const devmm_host_services *host;
 static int fail(gpuError_t e, const char *kind, int device, const char *call, size_t bytes) {
   int status = e == gpuErrorMemoryAllocation ? DEVMM_ENOMEM : DEVMM_EDEVICE;
   return host->set_error(status, "%s%s on %s:%d: %s(%zu) failed: %s (%s)",
-                         status == DEVMM_ENOMEM ? "out of memory: " : "", kind, GPU_PLUGIN,
-                         device, call, bytes, gpuGetErrorString(e), gpuGetErrorName(e));
+                         status == DEVMM_ENOMEM ? "out of memory: " : "", kind, GPU_PLUGIN, device,
+                         call, bytes, gpuGetErrorString(e), gpuGetErrorName(e));
 }
 
 /* The device count, or an error saying why there is none (cached: it does not change). */
@@ -42,8 +42,7 @@ static int count_devices(int *n) {
   }
   *n = cached;
   if (why != gpuSuccess)
-    return host->set_error(DEVMM_EDEVICE, "%s (%s)", gpuGetErrorString(why),
-                           gpuGetErrorName(why));
+    return host->set_error(DEVMM_EDEVICE, "%s (%s)", gpuGetErrorString(why), gpuGetErrorName(why));
   if (cached == 0)
     return host->set_error(DEVMM_EDEVICE, "no %s device is present", GPU_PLUGIN);
   return DEVMM_OK;
@@ -98,16 +97,16 @@ typedef struct {
 } gpu_res;
 
 /* Runs a synchronous call with `device` current, then restores the caller's device. */
-#define ON_DEVICE(dev, call)                                                                   \
-  ({                                                                                           \
-    int prev_ = 0;                                                                             \
-    gpuGetDevice(&prev_);                                                                      \
-    if (prev_ != (dev))                                                                        \
-      gpuSetDevice(dev);                                                                       \
-    gpuError_t e_ = (call);                                                                    \
-    if (prev_ != (dev))                                                                        \
-      gpuSetDevice(prev_);                                                                     \
-    e_;                                                                                        \
+#define ON_DEVICE(dev, call)                                                                       \
+  ({                                                                                               \
+    int prev_ = 0;                                                                                 \
+    gpuGetDevice(&prev_);                                                                          \
+    if (prev_ != (dev))                                                                            \
+      gpuSetDevice(dev);                                                                           \
+    gpuError_t e_ = (call);                                                                        \
+    if (prev_ != (dev))                                                                            \
+      gpuSetDevice(prev_);                                                                         \
+    e_;                                                                                            \
   })
 
 /* ------------------------------------------------------------------ ops */
@@ -324,12 +323,11 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
              : kind == KIND_MANAGED ? GPU_MANAGED_TYPE
                                     : GPU_DEVICE_TYPE;
   devmm_device d = {type, kind == KIND_PINNED ? 0 : id};
-  unsigned flags = DEVMM_RESOURCE_THREAD_SAFE |
-                   (kind == KIND_PINNED || kind == KIND_MANAGED ? DEVMM_RESOURCE_HOST_ACCESSIBLE
-                                                                : 0);
+  unsigned flags =
+      DEVMM_RESOURCE_THREAD_SAFE |
+      (kind == KIND_PINNED || kind == KIND_MANAGED ? DEVMM_RESOURCE_HOST_ACCESSIBLE : 0);
   char full[64];
-  snprintf(full, sizeof full, "%s%s", name,
-           kind == KIND_ASYNC && r->own_pool ? "(own pool)" : "");
+  snprintf(full, sizeof full, "%s%s", name, kind == KIND_ASYNC && r->own_pool ? "(own pool)" : "");
   rc = host->resource_create(&gpu_ops, r, d, full, flags, out);
   if (rc) {
     if (r->own_pool)
@@ -339,11 +337,11 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
   return rc;
 }
 
-#define FACTORY(fn, kind)                                                                      \
-  static int fn(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,     \
-                devmm_resource **out) {                                                        \
-    (void)h;                                                                                   \
-    return create(kind, id, o, n, out);                                                        \
+#define FACTORY(fn, kind)                                                                          \
+  static int fn(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,         \
+                devmm_resource **out) {                                                            \
+    (void)h;                                                                                       \
+    return create(kind, id, o, n, out);                                                            \
   }
 FACTORY(device_create, KIND_DEVICE)
 FACTORY(async_create, KIND_ASYNC)
@@ -360,8 +358,8 @@ static const devmm_resource_kind kinds[] = {
      GPU_DEVICE_TYPE, async_options, async_create},
     {sizeof(devmm_resource_kind), GPU_PLUGIN ".managed", "managed (unified) memory",
      GPU_DEVICE_TYPE, managed_options, managed_create},
-    {sizeof(devmm_resource_kind), GPU_PLUGIN ".pinned", "page-locked host memory",
-     GPU_HOST_TYPE, NULL, pinned_create},
+    {sizeof(devmm_resource_kind), GPU_PLUGIN ".pinned", "page-locked host memory", GPU_HOST_TYPE,
+     NULL, pinned_create},
 };
 
 static char version[64];

@@ -4,7 +4,7 @@
 # CuPy and JAX, streams, adaptor stacks), and the GPU benchmarks. Needs build-gpu/ from
 # tests/gpu/prepare.sh (carried along). Ends with "N passed, N failed".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 root=$PWD
 export LD_LIBRARY_PATH="$root/build-gpu/core:$root/build-gpu/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export DEVMM_PLUGIN_PATH="$root/build-gpu/plugins"

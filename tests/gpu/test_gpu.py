@@ -4,7 +4,6 @@ torch and JAX (zero copy by pointer, values both ways, a non-default stream), st
 limiting over cuda.async, host copies; then the Python side of the GPU benchmark.
 Prints one PASS/FAIL line per check and returns the number of failures."""
 
-import ctypes
 import sys
 import time
 import traceback
