@@ -35,3 +35,20 @@ grep -q "stack: statistics(example.arena)" <<<"$out" || { echo "FAIL: example.ar
 grep -q "check: allocate/write/read/free 1 MiB through statistics(example.arena): ok" <<<"$out" ||
   { echo "FAIL: round trip through the example plugin"; exit 1; }
 echo "example plugin: built against the installed SDK, loaded and used: ok"
+
+# the installed Python package: its _build_config names the installed libdir, and with the
+# installed library on the loader's path (as ldconfig would put it) it works with no DEVMM_LIBRARY
+cfg=$(find "$tmp/root" -path '*devmm/_build_config.py' -print -quit)
+[ -n "$cfg" ] || { echo "FAIL: devmm/_build_config.py not installed"; exit 1; }
+libdir=$(sed -n "s/^LIBDIR = '\(.*\)'$/\1/p" "$cfg")
+[ -f "$tmp/root$libdir/libdevmm.so.0" ] || { echo "FAIL: LIBDIR '$libdir' has no libdevmm.so.0"; exit 1; }
+site=$(dirname "$(dirname "$cfg")")
+env -u DEVMM_LIBRARY PYTHONPATH="$site" LD_LIBRARY_PATH="$tmp/root$libdir" \
+  DEVMM_PLUGIN_PATH="$tmp/root$libdir/devmm" python3 -c '
+import devmm, sys
+t = devmm.empty((2, 3), "float32")
+assert t.strides == (3, 1), t.strides
+assert devmm._lib.LIBRARY_PATH.endswith("libdevmm.so.0"), devmm._lib.LIBRARY_PATH
+print("installed python package: ok,", devmm.devices()[0]["stack"])
+'
+
