@@ -40,7 +40,7 @@ echo "example plugin: built against the installed SDK, loaded and used: ok"
 # installed library on the loader's path (as ldconfig would put it) it works with no DEVMM_LIBRARY
 cfg=$(find "$tmp/root" -path '*devmm/_build_config.py' -print -quit)
 [ -n "$cfg" ] || { echo "FAIL: devmm/_build_config.py not installed"; exit 1; }
-libdir=$(sed -n "s/^LIBDIR = '\(.*\)'$/\1/p" "$cfg")
+libdir=$(python3 -c 'import sys, runpy; print(runpy.run_path(sys.argv[1])["LIBDIR"])' "$cfg")
 [ -f "$tmp/root$libdir/libdevmm.so.0" ] || { echo "FAIL: LIBDIR '$libdir' has no libdevmm.so.0"; exit 1; }
 site=$(dirname "$(dirname "$cfg")")
 env -u DEVMM_LIBRARY PYTHONPATH="$site" LD_LIBRARY_PATH="$tmp/root$libdir" \
