@@ -68,52 +68,52 @@ static void delete_legacy(devmm_dlmanaged *m) {
   }
 }
 
+/* One block: the managed struct (head bytes, the DLTensor at dl_offset), then shape and
+ * strides; takes a hold on the buffer for the export. */
+static void *new_export(const devmm_tensor *t, size_t head, size_t dl_offset, const char *fn) {
+  if (!t) {
+    devmm_set_error(DEVMM_EINVAL, "%s: tensor is NULL", fn);
+    return NULL;
+  }
+  int n = devmm_tensor_ndim(t);
+  char *m = malloc(head + 2 * (size_t)n * sizeof(int64_t));
+  if (!m) {
+    devmm_set_error(DEVMM_ENOMEM, "DLPack export: out of host memory");
+    return NULL;
+  }
+  if (devmm_buffer_acquire(devmm_tensor_buffer(t)) != DEVMM_OK) {
+    free(m);
+    return NULL;
+  }
+  fill((devmm_dltensor *)(m + dl_offset), t, (int64_t *)(m + head));
+  return m;
+}
+
 int devmm_tensor_to_dlpack_versioned(const devmm_tensor *t, uint64_t flags,
                                      devmm_dlmanaged_versioned **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack_versioned: out is NULL");
-  *out = NULL;
-  if (!t)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack_versioned: tensor is NULL");
-  devmm_buffer *b = devmm_tensor_buffer(t);
-  int n = devmm_tensor_ndim(t);
-  devmm_dlmanaged_versioned *m = malloc(sizeof *m + 2 * (size_t)n * sizeof(int64_t));
-  if (!m)
-    return devmm_set_error(DEVMM_ENOMEM, "DLPack export: out of host memory");
-  int rc = devmm_buffer_acquire(b);
-  if (rc) {
-    free(m);
-    return rc;
-  }
+  devmm_dlmanaged_versioned *m =
+      new_export(t, sizeof *m, offsetof(devmm_dlmanaged_versioned, dl_tensor),
+                 "devmm_tensor_to_dlpack_versioned");
+  if ((*out = m) == NULL)
+    return devmm_last_status();
   m->version = (devmm_dlpack_version){DEVMM_DLPACK_MAJOR, DEVMM_DLPACK_MINOR};
-  m->manager_ctx = b;
+  m->manager_ctx = devmm_tensor_buffer(t);
   m->deleter = delete_versioned;
   m->flags = flags | (devmm_tensor_readonly(t) ? DEVMM_DLPACK_FLAG_READ_ONLY : 0);
-  fill(&m->dl_tensor, t, (int64_t *)(m + 1));
-  *out = m;
   return DEVMM_OK;
 }
 
 int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: out is NULL");
-  *out = NULL;
-  if (!t)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: tensor is NULL");
-  devmm_buffer *b = devmm_tensor_buffer(t);
-  int n = devmm_tensor_ndim(t);
-  devmm_dlmanaged *m = malloc(sizeof *m + 2 * (size_t)n * sizeof(int64_t));
-  if (!m)
-    return devmm_set_error(DEVMM_ENOMEM, "DLPack export: out of host memory");
-  int rc = devmm_buffer_acquire(b);
-  if (rc) {
-    free(m);
-    return rc;
-  }
-  m->manager_ctx = b;
+  devmm_dlmanaged *m =
+      new_export(t, sizeof *m, offsetof(devmm_dlmanaged, dl_tensor), "devmm_tensor_to_dlpack");
+  if ((*out = m) == NULL)
+    return devmm_last_status();
+  m->manager_ctx = devmm_tensor_buffer(t);
   m->deleter = delete_legacy;
-  fill(&m->dl_tensor, t, (int64_t *)(m + 1));
-  *out = m;
   return DEVMM_OK;
 }
 

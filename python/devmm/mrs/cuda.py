@@ -12,55 +12,21 @@ driver version is insufficient for CUDA runtime version"). On a GPU machine (thi
 
 from __future__ import annotations
 
-from ._kind import KindResource
+from ._gpu import classes
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Optional, Union
+_C = classes("cuda", "Cuda", {
+    "malloc": "cudaMalloc",
+    "free": "cudaFree",
+    "pool_malloc": "cudaMallocFromPoolAsync",
+    "free_async": "cudaFreeAsync",
+    "managed": "cudaMallocManaged",
+    "host": "cudaHostAlloc",
+    "host_device": "CUDAHost",
+})
+CudaMemoryResource = _C["CudaMemoryResource"]
+CudaAsyncMemoryResource = _C["CudaAsyncMemoryResource"]
+ManagedMemoryResource = _C["ManagedMemoryResource"]
+PinnedMemoryResource = _C["PinnedMemoryResource"]
 
-
-class CudaMemoryResource(KindResource):
-    """``cudaMalloc`` / ``cudaFree`` on one device (synchronous)."""
-
-    __slots__ = ()
-    KIND = "cuda.device"
-
-    def __init__(self, device: int = 0) -> None:
-        super().__init__(device)
-
-
-class CudaAsyncMemoryResource(KindResource):
-    """Stream-ordered ``cudaMallocFromPoolAsync`` / ``cudaFreeAsync`` on the device's default
-    pool (``pool="default"``) or a pool of its own (``pool="own"``, with ``max_pool_size``);
-    ``release_threshold`` (bytes, "4GiB" or "50%") keeps freed memory in the pool."""
-
-    __slots__ = ()
-    KIND = "cuda.async"
-
-    def __init__(self, device: int = 0, pool: str = "default",
-                 release_threshold: Optional[Union[int, str]] = None,
-                 max_pool_size: Optional[Union[int, str]] = None) -> None:
-        super().__init__(device, pool=pool, release_threshold=release_threshold,
-                         max_pool_size=max_pool_size)
-
-
-class ManagedMemoryResource(KindResource):
-    """``cudaMallocManaged``; ``advise`` = None | "read_mostly" | "preferred_location" |
-    "accessed_by" (for this device), ``prefetch=True`` moves new memory to the device."""
-
-    __slots__ = ()
-    KIND = "cuda.managed"
-
-    def __init__(self, device: int = 0, advise: Optional[str] = None,
-                 prefetch: bool = False) -> None:
-        super().__init__(device, advise=advise, prefetch=prefetch)
-
-
-class PinnedMemoryResource(KindResource):
-    """Page-locked host memory, ``cudaHostAlloc`` (DLPack device CUDAHost)."""
-
-    __slots__ = ()
-    KIND = "cuda.pinned"
-
-    def __init__(self) -> None:
-        super().__init__(0)
+__all__ = ["CudaMemoryResource", "CudaAsyncMemoryResource", "ManagedMemoryResource",
+           "PinnedMemoryResource"]

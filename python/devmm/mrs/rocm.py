@@ -12,55 +12,21 @@ On a GPU machine (this runs in tests/gpu/run.sh, not in the CPU doctests)::
 
 from __future__ import annotations
 
-from ._kind import KindResource
+from ._gpu import classes
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Optional, Union
+_C = classes("rocm", "Rocm", {
+    "malloc": "hipMalloc",
+    "free": "hipFree",
+    "pool_malloc": "hipMallocFromPoolAsync",
+    "free_async": "hipFreeAsync",
+    "managed": "hipMallocManaged",
+    "host": "hipHostMalloc",
+    "host_device": "ROCMHost",
+})
+RocmMemoryResource = _C["RocmMemoryResource"]
+RocmAsyncMemoryResource = _C["RocmAsyncMemoryResource"]
+ManagedMemoryResource = _C["ManagedMemoryResource"]
+PinnedMemoryResource = _C["PinnedMemoryResource"]
 
-
-class RocmMemoryResource(KindResource):
-    """``hipMalloc`` / ``hipFree`` on one device (synchronous)."""
-
-    __slots__ = ()
-    KIND = "rocm.device"
-
-    def __init__(self, device: int = 0) -> None:
-        super().__init__(device)
-
-
-class RocmAsyncMemoryResource(KindResource):
-    """Stream-ordered ``hipMallocFromPoolAsync`` / ``hipFreeAsync`` on the device's default
-    pool (``pool="default"``) or a pool of its own (``pool="own"``, with ``max_pool_size``);
-    ``release_threshold`` (bytes, "4GiB" or "50%") keeps freed memory in the pool."""
-
-    __slots__ = ()
-    KIND = "rocm.async"
-
-    def __init__(self, device: int = 0, pool: str = "default",
-                 release_threshold: Optional[Union[int, str]] = None,
-                 max_pool_size: Optional[Union[int, str]] = None) -> None:
-        super().__init__(device, pool=pool, release_threshold=release_threshold,
-                         max_pool_size=max_pool_size)
-
-
-class ManagedMemoryResource(KindResource):
-    """``hipMallocManaged``; ``advise`` = None | "read_mostly" | "preferred_location" |
-    "accessed_by" (for this device), ``prefetch=True`` moves new memory to the device."""
-
-    __slots__ = ()
-    KIND = "rocm.managed"
-
-    def __init__(self, device: int = 0, advise: Optional[str] = None,
-                 prefetch: bool = False) -> None:
-        super().__init__(device, advise=advise, prefetch=prefetch)
-
-
-class PinnedMemoryResource(KindResource):
-    """Page-locked host memory, ``hipHostMalloc`` (DLPack device ROCMHost)."""
-
-    __slots__ = ()
-    KIND = "rocm.pinned"
-
-    def __init__(self) -> None:
-        super().__init__(0)
+__all__ = ["RocmMemoryResource", "RocmAsyncMemoryResource", "ManagedMemoryResource",
+           "PinnedMemoryResource"]
