@@ -2,12 +2,16 @@
 # before it: every target first installs what is missing (make deps).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = fuzz_config fuzz_parse fuzz_layout
 MESON ?= meson
 NINJA ?= ninja
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null)
 PY_SOURCES = $(shell git ls-files '*.py' 2>/dev/null)
 
-.PHONY: all deps build test lint fmt verify bench run asan clean
+.PHONY: all deps build test lint fmt verify bench run asan tsan valgrind python-asan fuzz clean
 
 all: build
 
@@ -49,7 +53,31 @@ asan: deps
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 	  $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --suite core
 
-verify: lint test asan
+# The multi-threaded suites under ThreadSanitizer.
+tsan: deps
+	@[ -f $(TSAN_BUILD)/build.ninja ] || $(MESON) setup $(TSAN_BUILD) \
+	  -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython_tests=disabled
+	$(NINJA) -C $(TSAN_BUILD)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry
+
+# The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
+valgrind: build
+	VALGRIND="valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	  --suppressions=$(CURDIR)/tests/valgrind.supp" ./tests/run-valgrind.sh $(BUILD)
+
+# The Python lifetime and stress tests over an ASan build of libdevmm (LD_PRELOAD runtime).
+python-asan: asan
+	./tests/run-python-asan.sh $(ASAN_BUILD)
+
+# Each libFuzzer target for FUZZ_SECONDS from the seed corpus in tests/fuzz/corpus.
+fuzz: deps
+	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang $(MESON) setup $(FUZZ_BUILD) -Dfuzz=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dcuda=disabled -Drocm=disabled
+	$(NINJA) -C $(FUZZ_BUILD)
+	./tests/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+verify: lint test asan tsan valgrind python-asan fuzz
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

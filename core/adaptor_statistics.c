@@ -43,7 +43,7 @@ typedef struct {
 } stats;
 
 static inline void raise_max(atomic_llong *m, int64_t v) {
-  int64_t cur = atomic_load_explicit(m, memory_order_relaxed);
+  long long cur = atomic_load_explicit(m, memory_order_relaxed);
   while (v > cur && !atomic_compare_exchange_weak_explicit(m, &cur, v, memory_order_relaxed,
                                                            memory_order_relaxed))
     ;

@@ -29,6 +29,8 @@ def init(config: Optional[str] = None) -> dict:
     True
     """
     path = None if config is None else os.fsencode(config)
+    if path is not None and b"\0" in path:
+        raise ValueError("init: the config path contains a NUL byte")
     _lib.check(_lib.init(path))
     data = info()
     for p in data["plugins"]:

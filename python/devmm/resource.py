@@ -58,6 +58,13 @@ def format_device(d: _lib.Device) -> str:
     return "cpu" if d.device_type == 1 and d.device_id == 0 else f"{name}:{d.device_id}"
 
 
+def _nonnegative(**values: int) -> None:
+    """ctypes would wrap a negative size into a huge one: refuse it here, by name."""
+    for name, v in values.items():
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+
+
 class MemoryResource:
     """A devmm resource (a reference to a C ``devmm_resource``).
 
@@ -120,6 +127,7 @@ class MemoryResource:
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
         """Allocates nbytes and returns the address (0 for 0 bytes)."""
+        _nonnegative(nbytes=nbytes, alignment=alignment)
         out = ctypes.c_void_p()
         _lib.check(_lib.allocate(self._h, nbytes, alignment, stream, ctypes.byref(out)))
         return out.value or 0
@@ -127,6 +135,7 @@ class MemoryResource:
     def deallocate(self, ptr: int, nbytes: int, alignment: int = 0,
                    stream: Optional[int] = None) -> None:
         """Frees memory from :meth:`allocate` (same nbytes and alignment)."""
+        _nonnegative(ptr=ptr, nbytes=nbytes, alignment=alignment)
         _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream))
 
     def mem_info(self) -> tuple[int, int]:

@@ -22,7 +22,8 @@ from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DevmmError
 from .layout import Layout, RowMajor
-from .resource import MemoryResource, _key, _scoped, format_device, parse_device
+from .resource import (MemoryResource, _key, _nonnegative, _scoped, format_device,
+                       parse_device)
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
@@ -73,8 +74,7 @@ class Buffer:
                  stream: Optional[int] = None) -> None:
         r = resource if resource is not None else _current(device)
         out = _c_void_p()
-        if nbytes < 0:
-            raise ValueError(f"Buffer: nbytes must be >= 0, got {nbytes}")
+        _nonnegative(nbytes=nbytes, alignment=alignment)
         _lib.check(_lib.buffer_allocate(r._h, nbytes, alignment, stream, _byref(out)))
         self._h = out.value
         self._owner = None  # this object holds its own reference
@@ -445,6 +445,8 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     shape = _shape(shape)
     dt = resolve(dtype)
     n = len(shape)
+    if offset < 0:
+        raise ValueError(f"from_buffer_view: offset must be >= 0, got {offset}")
     if strides is None:
         strides = RowMajor().strides(shape, dt) if n else ()
     out = _c_void_p()

@@ -115,7 +115,7 @@ def test_buffer_free_twice_and_context_manager():
     with devmm.Buffer(100, resource=r) as b2:
         assert r.current_bytes == 100
     assert b2.freed and r.current_bytes == 0
-    with pytest.raises(ValueError, match="nbytes must be >= 0"):
+    with pytest.raises(ValueError, match="nbytes must be >= 0, got -1"):
         devmm.Buffer(-1)
 
 

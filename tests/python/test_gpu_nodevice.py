@@ -9,7 +9,10 @@ import pytest
 import devmm
 from devmm import tensor
 
-BUILT = [p for p in os.environ.get("DEVMM_BUILT_PLUGINS", "").split(",") if p in ("cuda", "rocm")]
+# the GPU plugins this build produced: the ones in the plugin path
+BUILT = [p for p in ("cuda", "rocm")
+         if any(os.path.exists(os.path.join(d, f"devmm-{p}.so"))
+                for d in os.environ.get("DEVMM_PLUGIN_PATH", "").split(":") if d)]
 KINDS = ("device", "async", "managed", "pinned")
 
 
