@@ -13,12 +13,14 @@ export DEVMM_LOG_LEVEL=error CK_FORK=no CK_VERBOSITY=silent
 suites="error dtype layout resource statistics limiting tracking logging aligned failure
 thread_safe registry buffer stress plugins faults untrusted"
 failed=0
+n=0
 for s in $suites; do
-  if $VALGRIND "$root/$build/tests/test-core" "$s" >/tmp/devmm-valgrind-$s.log 2>&1; then
+  n=$((n + 1))
+  if $VALGRIND "$root/$build/tests/test-core" "$s" >"/tmp/devmm-valgrind-$s.log" 2>&1; then
     echo "valgrind $s: clean"
   else
-    echo "valgrind $s: FAILED"; cat /tmp/devmm-valgrind-$s.log; failed=$((failed + 1))
+    echo "valgrind $s: FAILED"; cat "/tmp/devmm-valgrind-$s.log"; failed=$((failed + 1))
   fi
 done
-echo "valgrind: $(echo $suites | wc -w) suites, $failed failed"
+echo "valgrind: $n suites, $failed failed"
 [ $failed -eq 0 ]
