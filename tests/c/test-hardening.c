@@ -190,8 +190,8 @@ START_TEST(null_arguments_everywhere) {
       {"aligned_create", devmm_aligned_adaptor_create(NULL, 64, 0, &out)},
       {"failure_create", devmm_failure_callback_adaptor_create(NULL, never, NULL, &out)},
       {"thread_safe_create", devmm_thread_safe_adaptor_create(NULL, &out)},
-      {"callback_create", devmm_callback_resource_create(NULL, NULL, NULL, NULL, CPU, "x", 0,
-                                                         &out)},
+      {"callback_create",
+       devmm_callback_resource_create(NULL, NULL, NULL, NULL, CPU, "x", 0, &out)},
       {"get_current", devmm_get_current_resource(CPU, NULL)},
       {"layout_compute", devmm_layout_compute(NULL, 1, shape, 4, strides, &lr)},
       {"layout_compute shape", devmm_layout_compute(&(devmm_layout){0}, 1, NULL, 4, strides, &lr)},
@@ -216,8 +216,8 @@ START_TEST(null_arguments_everywhere) {
       {"parse_size", devmm_parse_size(NULL, 0, &z)},
   };
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
-    ck_assert_msg(calls[i].rc < 0 && *devmm_last_error(), "%s: rc %d, message '%s'",
-                  calls[i].what, calls[i].rc, devmm_last_error());
+    ck_assert_msg(calls[i].rc < 0 && *devmm_last_error(), "%s: rc %d, message '%s'", calls[i].what,
+                  calls[i].rc, devmm_last_error());
   /* release/destroy/free functions accept NULL */
   devmm_resource_release(NULL);
   devmm_buffer_release(NULL);
