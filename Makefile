@@ -50,7 +50,8 @@ asan: deps
 	@[ -f $(ASAN_BUILD)/build.ninja ] || $(MESON) setup $(ASAN_BUILD) \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
 	$(NINJA) -C $(ASAN_BUILD)
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 	  $(MESON) test -C $(ASAN_BUILD) --print-errorlogs --suite core
 
 # The multi-threaded suites under ThreadSanitizer.
@@ -58,7 +59,7 @@ tsan: deps
 	@[ -f $(TSAN_BUILD)/build.ninja ] || $(MESON) setup $(TSAN_BUILD) \
 	  -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython_tests=disabled
 	$(NINJA) -C $(TSAN_BUILD)
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
 	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
