@@ -61,3 +61,48 @@ void *devmm_ffi_dlpack_capsule(const devmm_tensor *t, uint64_t flags, int versio
   }
   return capsule; /* NULL only with a Python exception set, which ctypes raises */
 }
+
+/* ---------------------------------------------------------------- PyTorch's pluggable allocator */
+
+#define TORCH_DEVICES 64
+static _Atomic(devmm_resource *) torch_pinned[TORCH_DEVICES];
+
+static devmm_resource *torch_resource(int device) {
+  if (device < 0 || device >= TORCH_DEVICES) {
+    devmm_set_error(DEVMM_EINVAL, "devmm_torch_alloc: device %d out of range 0..%d", device,
+                    TORCH_DEVICES - 1);
+    return NULL;
+  }
+  devmm_resource *r = atomic_load(&torch_pinned[device]);
+  if (r)
+    return r;
+  devmm_device d = {DEVMM_DEVICE_CUDA, device};
+  if (devmm_get_current_resource(d, &r) != DEVMM_OK)
+    return NULL;
+  devmm_resource *expected = NULL; /* first caller wins; the reference stays pinned */
+  if (!atomic_compare_exchange_strong(&torch_pinned[device], &expected, r)) {
+    devmm_resource_release(r);
+    r = expected;
+  }
+  return r;
+}
+
+void *devmm_torch_alloc(size_t size, int device, void *stream) {
+  devmm_resource *r = torch_resource(device);
+  void *p = NULL;
+  if (r && devmm_allocate(r, size, 0, stream, &p) != DEVMM_OK)
+    p = NULL;
+  return p;
+}
+
+void devmm_torch_free(void *ptr, size_t size, int device, void *stream) {
+  devmm_resource *r =
+      device >= 0 && device < TORCH_DEVICES ? atomic_load(&torch_pinned[device]) : NULL;
+  if (!r) {
+    devmm_set_error(DEVMM_ESTATE, "devmm_torch_free: cuda:%d never allocated through devmm",
+                    device);
+    return;
+  }
+  if (devmm_deallocate(r, ptr, size, 0, stream) != DEVMM_OK)
+    devmm__log(DEVMM_LOG_ERROR, NULL, "devmm_torch_free: %s", devmm_last_error());
+}

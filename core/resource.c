@@ -130,14 +130,15 @@ int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, c
 
 int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
                    void **out) {
-  if (DEVMM__UNLIKELY(!r || !out || (alignment & (alignment - 1)))) {
+  if (DEVMM__UNLIKELY(!r || !out || (alignment & (alignment - 1)) ||
+                      alignment > DEVMM_MAX_ALIGNMENT)) {
     if (out)
       *out = NULL;
     if (!r || !out)
       return devmm_set_error(DEVMM_EINVAL, "devmm_allocate: %s is NULL", !r ? "resource" : "out");
     return devmm_set_error(DEVMM_EINVAL,
-                           "devmm_allocate: alignment %zu is not a power of "
-                           "two (resource '%s')",
+                           "devmm_allocate: alignment %zu is not a power of two up to 2^40 "
+                           "(resource '%s')",
                            alignment, r->name);
   }
   if (DEVMM__UNLIKELY(bytes == 0)) {

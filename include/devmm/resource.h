@@ -71,7 +71,11 @@ DEVMM_API devmm_resource *devmm_resource_upstream(const devmm_resource *r);
 /* Current reference count (for tests and diagnostics). */
 DEVMM_API long devmm_resource_refcount(const devmm_resource *r);
 
-/* Allocates bytes (0 gives NULL and DEVMM_OK) with alignment (0: the resource's default). */
+/* The largest alignment devmm_allocate accepts (1 TiB): more can never be satisfied. */
+#define DEVMM_MAX_ALIGNMENT ((size_t)1 << 40)
+
+/* Allocates bytes (0 gives NULL and DEVMM_OK) with alignment (0: the resource's default, else a
+ * power of two up to DEVMM_MAX_ALIGNMENT). */
 DEVMM_API int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
                              void **out);
 /* Frees memory from devmm_allocate with the same bytes and alignment; NULL is a no-op. */

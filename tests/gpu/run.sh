@@ -27,6 +27,7 @@ if ! build-gpu/tools/devmm-info --json | python3 -c 'import json,sys; d=json.loa
   exit 1
 fi
 step "python GPU checks" timeout 240 python3 tests/gpu/test_gpu.py
+step "torch routed through devmm" timeout 60 python3 tests/gpu/test_gpu.py torch-routing
 step "C GPU benchmark" timeout 120 build-gpu/bench/bench-gpu
 step "Python GPU benchmark" timeout 120 python3 tests/gpu/test_gpu.py bench
 echo "$passed passed, $failed failed"

@@ -15,7 +15,16 @@ from devmm.mrs.cuda import (CudaAsyncMemoryResource, CudaMemoryResource, Managed
 RESULTS = []
 
 
+CHECKS = []
+
+
 def check(fn):
+    """Registers a check; main() runs them in order."""
+    CHECKS.append(fn)
+    return fn
+
+
+def run(fn):
     try:
         fn()
         RESULTS.append(True)
@@ -23,7 +32,6 @@ def check(fn):
     except Exception:
         RESULTS.append(False)
         print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
-    return fn
 
 
 def imports():
@@ -166,6 +174,42 @@ def devmm_ini_stack_on_cuda():
     assert r.name == "limiting(statistics(cuda.async))"
 
 
+@check
+def cupy_routed_through_devmm():
+    import devmm.interop.cupy
+    from devmm.mrs.cupy import CupyPoolResource
+    stats = devmm.StatisticsAdaptor(CudaAsyncMemoryResource(0))
+    with devmm.interop.cupy.use_devmm(stats):
+        a = cupy.arange(1000, dtype=cupy.float64)
+        assert stats.current_bytes >= 8000 and float(a.sum()) == 499500.0
+        del a
+    cupy.get_default_memory_pool().free_all_blocks()
+    assert stats.current_bytes == 0, stats.current_bytes
+    pool = devmm.StatisticsAdaptor(CupyPoolResource())
+    t = devmm.zeros(1 << 16, "uint8", resource=pool)  # devmm over CuPy's pool
+    assert pool.current_bytes == 1 << 16 and float(cupy.from_dlpack(t).sum()) == 0.0
+    t.buffer.free()
+
+
+def torch_routing():
+    """In a fresh process (before torch touches CUDA): torch's allocations go through devmm."""
+    import devmm.interop.torch
+    devmm.init()
+    devmm.interop.torch.use_devmm()
+    stack = devmm.get_current_device_resource("cuda:0")  # limiting(statistics(cuda.async))
+    stats = devmm.StatisticsAdaptor.__new__(devmm.StatisticsAdaptor)
+    stats._h, stats._upstream, stats._keep, stats._dk = (
+        devmm._lib.resource_retain(devmm._lib.resource_upstream(stack._h)), None, None, None)
+    before = stats.current_bytes
+    x = torch.empty(1 << 22, dtype=torch.float32, device="cuda")
+    assert stats.current_bytes - before >= 4 << 22, (before, stats.current_bytes)
+    x.fill_(1.0)
+    assert float(x.sum()) == float(1 << 22)
+    del x
+    torch.cuda.synchronize()
+    print(f"PASS torch_routed_through_devmm (statistics saw {stats.total_bytes} bytes)")
+
+
 def bench():
     """devmm.empty over cuda.async vs torch's caching allocator vs CuPy's pool, from Python."""
     devmm.init()
@@ -201,6 +245,11 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "bench":
         bench()
         sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == "torch-routing":
+        torch_routing()
+        sys.exit(0)
+    for fn in CHECKS:
+        run(fn)
     failed = RESULTS.count(False)
     print(f"python GPU checks: {RESULTS.count(True)} passed, {failed} failed")
     sys.exit(1 if failed else 0)

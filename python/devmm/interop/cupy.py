@@ -1,0 +1,50 @@
+"""Route CuPy's allocations through devmm.
+
+``use_devmm(resource=None)`` makes devmm CuPy's allocator (``cupy.cuda.set_allocator``): each
+CuPy allocation is a devmm buffer from ``resource`` (default: the current resource of CuPy's
+current device), freed when CuPy drops it. As a context manager it restores the previous
+allocator on exit.
+
+    import devmm.interop.cupy
+    with devmm.interop.cupy.use_devmm(stats):
+        a = cupy.zeros(1000)                    # counted by stats
+"""
+
+from __future__ import annotations
+
+from .. import _lib  # noqa: F401  (libdevmm must load before CuPy's allocator is swapped)
+from . import _require
+
+cupy = _require("cupy", "cupy-cuda13x", "devmm.interop.cupy")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+    from ..resource import MemoryResource
+
+
+class use_devmm:
+    """Installs the devmm allocator now; restores the previous one when used as a context
+    manager and the block ends."""
+
+    def __init__(self, resource: Optional[MemoryResource] = None) -> None:
+        from ..tensor import Buffer
+        from ..resource import get_current_device_resource
+
+        def malloc(size: int):
+            device = cupy.cuda.runtime.getDevice()
+            r = resource if resource is not None else get_current_device_resource(
+                f"cuda:{device}")
+            buf = Buffer(size, resource=r)  # freed when CuPy lets go of the memory
+            mem = cupy.cuda.UnownedMemory(buf.ptr, size, buf, device)
+            return cupy.cuda.MemoryPointer(mem, 0)
+
+        self._previous = cupy.cuda.get_allocator()
+        cupy.cuda.set_allocator(malloc)
+
+    def __enter__(self) -> "use_devmm":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        cupy.cuda.set_allocator(self._previous)

@@ -1,0 +1,37 @@
+"""RMM and devmm, both ways.
+
+``as_rmm_resource(resource)`` is an ``rmm.mr.CallbackMemoryResource`` over a devmm resource
+(set it with ``rmm.mr.set_current_device_resource`` and RAPIDS allocates through devmm);
+``from_rmm_resource(mr, device=0)`` wraps a Python RMM resource as a devmm resource.
+"""
+
+from __future__ import annotations
+
+from ..adaptors import CallbackMemoryResource
+from . import _require
+
+rmm = _require("rmm", "rmm-cu13", "devmm.interop.rmm")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..resource import MemoryResource
+
+
+def _stream_handle(stream: object) -> int:
+    """RMM passes its Stream object; devmm wants the cudaStream_t (0: the default)."""
+    return int(getattr(stream, "value", stream) or 0)
+
+
+def as_rmm_resource(resource: MemoryResource) -> object:
+    """An RMM resource that allocates from a devmm resource."""
+    return rmm.mr.CallbackMemoryResource(
+        lambda size, stream=None: resource.allocate(size, stream=_stream_handle(stream) or None),
+        lambda ptr, size, stream=None: resource.deallocate(ptr, size,
+                                                           stream=_stream_handle(stream) or None))
+
+
+def from_rmm_resource(mr: object, device: int = 0) -> CallbackMemoryResource:
+    """A devmm resource that allocates from an RMM resource."""
+    return CallbackMemoryResource(lambda n, a, s: mr.allocate(n),
+                                  lambda p, n, a, s: mr.deallocate(p, n),
+                                  device=f"cuda:{device}", name="rmm")

@@ -1,0 +1,31 @@
+"""Route PyTorch's CUDA allocations through devmm.
+
+``use_devmm()`` installs libdevmm's ``devmm_torch_alloc``/``devmm_torch_free`` as torch's
+``CUDAPluggableAllocator``: every CUDA tensor torch makes then comes from the current devmm
+resource of its device (say ``statistics(limiting(cuda.async))`` from devmm.ini), so devmm's
+limits, statistics and logs cover torch too. Call it before torch's first CUDA allocation; after
+that torch refuses to swap allocators, and this raises a clear error.
+
+    import devmm.interop.torch
+    devmm.interop.torch.use_devmm()
+    x = torch.empty(1 << 20, device="cuda")     # allocated by devmm
+"""
+
+from __future__ import annotations
+
+from .. import _lib
+from . import _require
+
+torch = _require("torch", "torch", "devmm.interop.torch")
+
+
+def use_devmm() -> object:
+    """Makes devmm torch's CUDA allocator; returns the ``CUDAPluggableAllocator``."""
+    from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
+    alloc = CUDAPluggableAllocator(_lib.LIBRARY_PATH, "devmm_torch_alloc", "devmm_torch_free")
+    try:
+        change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise RuntimeError("devmm.interop.torch.use_devmm() must run before torch's first CUDA "
+                           f"allocation (torch says: {e})") from e
+    return alloc

@@ -1,0 +1,35 @@
+"""A CuPy memory pool as a devmm resource: ``CupyPoolResource(pool=None)`` (default: CuPy's
+current pool), so devmm adaptors (statistics, limits, logs) can sit over CuPy's pool.
+
+    from devmm.mrs.cupy import CupyPoolResource
+    stats = devmm.StatisticsAdaptor(CupyPoolResource())
+"""
+
+from __future__ import annotations
+
+from ..adaptors import CallbackMemoryResource
+from ..interop import _require
+
+cupy = _require("cupy", "cupy-cuda13x", "devmm.mrs.cupy")
+
+
+class CupyPoolResource(CallbackMemoryResource):
+    """Allocates from a CuPy ``MemoryPool`` (keeps each ``MemoryPointer`` alive until freed)."""
+
+    __slots__ = ()
+
+    def __init__(self, pool: object = None, device: int = None) -> None:
+        pool = pool if pool is not None else cupy.get_default_memory_pool()
+        device = cupy.cuda.runtime.getDevice() if device is None else device
+        live: dict = {}
+
+        def allocate(nbytes: int, alignment: int, stream: int) -> int:
+            with cupy.cuda.Device(device):
+                mp = pool.malloc(nbytes)
+            live[mp.ptr] = mp
+            return mp.ptr
+
+        def deallocate(ptr: int, nbytes: int, alignment: int, stream: int) -> None:
+            live.pop(ptr)
+
+        super().__init__(allocate, deallocate, device=f"cuda:{device}", name="cupy.pool")

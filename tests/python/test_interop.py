@@ -1,0 +1,60 @@
+"""The framework bridges, as far as a machine without a GPU allows: PyTorch's pluggable
+allocator symbols in libdevmm over a CPU resource, and the clear import errors of the bridges
+whose framework is missing. The GPU halves run in tests/gpu/run.sh."""
+
+import ctypes
+import importlib
+import sys
+
+import pytest
+
+import devmm
+from devmm import _lib
+from devmm.mrs.cpu import MallocMemoryResource
+
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+
+
+def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():
+    # the exact C signatures torch's CUDAPluggableAllocator calls, found by name as torch does
+    lib = ctypes.CDLL(_lib.LIBRARY_PATH)
+    alloc = ALLOC(("devmm_torch_alloc", lib))
+    free = FREE(("devmm_torch_free", lib))
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    # stand in a CPU resource for device 7 (no GPU here): the registry is keyed by device only
+    prev = devmm.set_current_device_resource(stats, device="cuda:7")
+    try:
+        p = alloc(1 << 20, 7, None)
+        assert p and stats.current_bytes == 1 << 20
+        ctypes.memset(p, 1, 1 << 20)
+        # the resource is pinned at first use: swapping the registry does not misroute frees
+        other = devmm.StatisticsAdaptor(MallocMemoryResource())
+        devmm.set_current_device_resource(other, device="cuda:7")
+        q = alloc(100, 7, None)
+        assert stats.current_bytes == (1 << 20) + 100 and other.total_count == 0
+        free(p, 1 << 20, 7, None)
+        free(q, 100, 7, None)
+        assert stats.current_bytes == 0
+    finally:
+        if prev is not None:
+            devmm.set_current_device_resource(prev, device="cuda:7")
+    assert alloc(16, 99, None) is None  # out of range: NULL, which torch reports as OOM
+    assert "device 99 out of range" in _lib.last_error().decode()
+    assert alloc(16, 5, None) is None   # no resource for cuda:5 here
+    assert "no current resource for device cuda:5" in _lib.last_error().decode()
+
+
+@pytest.mark.parametrize("module,needs", [("devmm.interop.cupy", "cupy"),
+                                          ("devmm.mrs.cupy", "cupy"),
+                                          ("devmm.interop.rmm", "rmm"),
+                                          ("devmm.interop.torch", "torch")])
+def test_bridges_say_what_is_missing(module, needs):
+    try:
+        importlib.import_module(needs)
+    except ImportError:
+        sys.modules.pop(module, None)
+        with pytest.raises(ImportError, match=f"{module} needs {needs} "):
+            importlib.import_module(module)
+    else:  # the framework is installed: the bridge imports
+        assert importlib.import_module(module)
