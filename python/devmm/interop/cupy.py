@@ -12,7 +12,6 @@ allocator on exit.
 
 from __future__ import annotations
 
-from .. import _lib  # noqa: F401  (libdevmm must load before CuPy's allocator is swapped)
 from . import _require
 
 cupy = _require("cupy", "cupy-cuda13x", "devmm.interop.cupy")
