@@ -6,6 +6,7 @@
  * and never closed: resources they made may outlive any devmm_shutdown. */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <ltdl.h>
 #include <pthread.h>
@@ -179,8 +180,14 @@ static char *lt_open(const char *path, lt_dlhandle *out) {
   if (lt_dladvise_init(&advise) == 0 && lt_dladvise_local(&advise) == 0) {
     *out = lt_dlopenadvise(path, advise);
     if (!*out) {
+      /* libltdl says only "file not found" when a dependency is missing: ask the dynamic
+       * loader itself for the real reason */
       const char *e = lt_dlerror();
-      err = fmt_dup("cannot load '%s': %s", path, e ? e : "unknown error");
+      void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+      const char *why = h ? NULL : dlerror();
+      if (h)
+        dlclose(h);
+      err = fmt_dup("cannot load '%s': %s", path, why ? why : e ? e : "unknown error");
     }
   } else {
     err = fmt_dup("libltdl advise setup failed");

@@ -8,6 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 export DEVMM_PLUGIN_PATH="$root/$build/plugins" DEVMM_TEST_PLUGINS="$root/$build/tests/plugins"
 export DEVMM_TEST_CONFIGS="$root/tests/config" XDG_CONFIG_HOME=/nonexistent-devmm-test
 export DEVMM_LOG_LEVEL=error CK_FORK=no CK_VERBOSITY=silent
+export DEVMM_TEST_PROBE="$root/$build/tests/setuid-probe"
+export DEVMM_TEST_SETUID_INI="$root/tests/config/setuid/devmm.ini"
 # not "config": it changes uid and directory, which without fork would leak into later tests
 # (it runs under ASan/UBSan in make asan, forked)
 suites="error dtype layout resource statistics limiting tracking logging aligned failure

@@ -62,6 +62,28 @@ class StatisticsAdaptor(MemoryResource):
         up = _upstream(upstream)
         super().__init__(_new(_lib.statistics_adaptor_create_ex, up._h, 1 if sharded else 0), up)
 
+    @classmethod
+    def find(cls, resource: MemoryResource) -> "StatisticsAdaptor":
+        """The first statistics adaptor in resource's stack (itself or an upstream): how to read
+        the figures of a stack devmm.ini built. LookupError if there is none.
+
+        >>> import devmm
+        >>> from devmm.mrs.cpu import MallocMemoryResource
+        >>> stack = devmm.LimitingAdaptor(devmm.StatisticsAdaptor(MallocMemoryResource()), 4096)
+        >>> devmm.StatisticsAdaptor.find(stack).name
+        'statistics(cpu.malloc)'
+        """
+        h = resource._h
+        s = _lib.Statistics()
+        while h:
+            if _lib.statistics_get(h, ctypes.byref(s)) == 0:
+                obj = cls.__new__(cls)
+                obj._h, obj._upstream, obj._keep, obj._dk = _lib.resource_retain(h), None, None, None
+                return obj
+            h = _lib.resource_upstream(h)
+        _lib.clear_error()
+        raise LookupError(f"no statistics adaptor in '{resource.name}'")
+
     @property
     def statistics(self) -> dict:
         """All six counters of the innermost scope."""

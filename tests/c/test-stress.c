@@ -9,9 +9,9 @@
 #include "testres.h"
 
 #define THREADS 2
-#define OPS_PER_THREAD 600000
+#define OPS_PER_THREAD 800000
 #define SLOTS 64
-#define LIMIT (300 * 1024)
+#define LIMIT (128 * 1024)
 
 typedef struct {
   devmm_resource *r;
@@ -73,7 +73,7 @@ START_TEST(stress_full_stack_balances) {
     frees += w[i].frees;
     failures += w[i].failures;
   }
-  ck_assert_int_ge(allocs + frees + failures, 1000000);
+  ck_assert_int_ge(allocs + frees, 1000000); /* successful allocate/free operations */
   ck_assert_int_eq(allocs, frees);
   devmm_statistics s;
   devmm_statistics_get(st, &s);

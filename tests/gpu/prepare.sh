@@ -10,7 +10,8 @@ cd "$(dirname "$0")/../.."
   -Dpython_tests=disabled -Drocm=disabled -Dcuda=enabled >/dev/null
 ninja -C build-gpu >/dev/null
 mkdir -p build-gpu/runtime
-for lib in $(ldd build-gpu/core/libdevmm.so.0 | awk '/ltdl|inih/ {print $3}'); do
+for lib in $(ldd build-gpu/core/libdevmm.so.0 build-gpu/plugins/devmm-rmm.so 2>/dev/null |
+             awk '/ltdl|inih|librmm|rapids_logger/ {print $3}' | sort -u); do
   cp -L "$lib" build-gpu/runtime/
 done
 ls build-gpu/runtime

@@ -191,15 +191,30 @@ def cupy_routed_through_devmm():
     t.buffer.free()
 
 
+@check
+def rmm_bridge_kinds():
+    from devmm.mrs import create_resource
+    for kind, opts in (("rmm.current", {}), ("rmm.pool", {"upstream": "async",
+                                                          "initial_pool_size": "64MiB"}),
+                       ("rmm.arena", {"upstream": "cuda"})):
+        stats = devmm.StatisticsAdaptor(create_resource(kind, 0, **opts))
+        t = devmm.zeros((1024, 256), "float32", resource=stats)
+        x = torch.from_dlpack(t)
+        x.fill_(1.0)
+        assert float(x.sum()) == 1024 * 256, kind
+        t.buffer.free()
+        del x
+        torch.cuda.synchronize()
+        assert stats.current_bytes == 0, kind
+
+
 def torch_routing():
     """In a fresh process (before torch touches CUDA): torch's allocations go through devmm."""
     import devmm.interop.torch
     devmm.init()
     devmm.interop.torch.use_devmm()
     stack = devmm.get_current_device_resource("cuda:0")  # limiting(statistics(cuda.async))
-    stats = devmm.StatisticsAdaptor.__new__(devmm.StatisticsAdaptor)
-    stats._h, stats._upstream, stats._keep, stats._dk = (
-        devmm._lib.resource_retain(devmm._lib.resource_upstream(stack._h)), None, None, None)
+    stats = devmm.StatisticsAdaptor.find(stack)
     before = stats.current_bytes
     x = torch.empty(1 << 22, dtype=torch.float32, device="cuda")
     assert stats.current_bytes - before >= 4 << 22, (before, stats.current_bytes)

@@ -10,24 +10,30 @@ import devmm
 from devmm import tensor
 
 # the GPU plugins this build produced: the ones in the plugin path
-BUILT = [p for p in ("cuda", "rocm")
+BUILT = [p for p in ("cuda", "rocm", "rmm")
          if any(os.path.exists(os.path.join(d, f"devmm-{p}.so"))
                 for d in os.environ.get("DEVMM_PLUGIN_PATH", "").split(":") if d)]
-KINDS = ("device", "async", "managed", "pinned")
+KINDS = {"cuda": ("device", "async", "managed", "pinned"),
+         "rocm": ("device", "async", "managed", "pinned"),
+         "rmm": ("current", "pool", "arena")}
+DEVICE = {"cuda": "cuda", "rocm": "rocm", "rmm": "cuda"}  # the device type each one serves
 
 
 def test_the_gpu_plugins_were_built_here():
     # CI's machine has the CUDA toolkit and Debian's libamdhip64-dev: both must build there
     if os.path.isdir("/usr/local/cuda"):
         assert "cuda" in BUILT
+        # and the RMM bridge, against the librmm-cu13 wheel of the test venv
+        assert "rmm" in BUILT
     assert "rocm" in BUILT or not os.path.exists("/usr/include/hip/hip_runtime_api.h")
 
 
 @pytest.mark.parametrize("plugin", BUILT)
 def test_plugin_loads_with_zero_devices_and_a_reason(plugin, tmp_path):
     ini = tmp_path / "devmm.ini"
-    ini.write_text(f"[devmm]\nplugins = cpu, {plugin}\n[device {plugin}:*]\n"
-                   f"resource = {plugin}.async\nadaptors = statistics, limiting\nlimit = 90%\n")
+    kind = "pool" if plugin == "rmm" else "async"
+    ini.write_text(f"[devmm]\nplugins = cpu, {plugin}\n[device {DEVICE[plugin]}:*]\n"
+                   f"resource = {plugin}.{kind}\nadaptors = statistics, limiting\nlimit = 90%\n")
     devmm.init(str(ini))  # a valid file: no error even without a device
     status = {p["name"]: p for p in devmm.plugins()}[plugin]
     assert status["status"] == "loaded", status
@@ -35,16 +41,17 @@ def test_plugin_loads_with_zero_devices_and_a_reason(plugin, tmp_path):
         pytest.skip(f"{plugin}: a device is present; tests/gpu/run.sh covers it")
     assert status["error"].startswith("0 devices: ") and len(status["error"]) > 15
     reason = status["error"][len("0 devices: "):]
-    with pytest.raises(devmm.DevmmError, match=f"no current resource for device {plugin}:0"):
-        devmm.empty(4, device=f"{plugin}:0")
-    for kind in KINDS:
+    with pytest.raises(devmm.DevmmError,
+                       match=f"no current resource for device {DEVICE[plugin]}:0"):
+        devmm.empty(4, device=f"{DEVICE[plugin]}:0")
+    for kind in KINDS[plugin]:
         with pytest.raises(devmm.DevmmError) as e:
             from devmm.mrs._kind import create
             create(f"{plugin}.{kind}", 0)
-        assert f"{plugin}.{kind}: no {plugin} device 0: 0 devices: {reason}" == str(e.value)
+        assert f"{plugin}.{kind}: no {DEVICE[plugin]} device 0: 0 devices: {reason}" == str(e.value)
 
 
-@pytest.mark.parametrize("plugin", BUILT)
+@pytest.mark.parametrize("plugin", [p for p in BUILT if p != "rmm"])
 def test_python_classes_fail_cleanly(plugin):
     import importlib
     mod = importlib.import_module(f"devmm.mrs.{plugin}")

@@ -27,3 +27,14 @@ class KindResource(MemoryResource):
 
     def __init__(self, device_id: int = 0, **options: object) -> None:
         super().__init__(create(self.KIND, device_id, **options))
+
+
+def create_resource(kind: str, device_id: int = 0, **options: object) -> MemoryResource:
+    """A resource of any plugin's named kind, e.g. ``create_resource("rmm.pool", 0,
+    upstream="async")`` (the plugin is loaded on demand if the configuration did not name it).
+
+    >>> from devmm.mrs import create_resource
+    >>> create_resource("cpu.mmap", huge_pages="transparent").name
+    'cpu.mmap(transparent)'
+    """
+    return MemoryResource(create(kind, device_id, **options))
