@@ -58,3 +58,32 @@ def test_bridges_say_what_is_missing(module, needs):
             importlib.import_module(module)
     else:  # the framework is installed: the bridge imports
         assert importlib.import_module(module)
+
+
+def test_rmm_both_ways_over_cpu_memory():
+    # RMM's Python package imports and runs its callback resource without a GPU: enough to
+    # prove both directions of the bridge with host memory
+    rmm = pytest.importorskip("rmm", reason="rmm-cu13 comes with the PyPI test venv")
+    import ctypes as C
+
+    from devmm.interop.rmm import as_rmm_resource, from_rmm_resource
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    mr = as_rmm_resource(stats)  # devmm under RMM
+    p = mr.allocate(4096)
+    assert stats.current_bytes == 4096
+    C.memset(p, 0, 4096)
+    mr.deallocate(p, 4096)
+    assert stats.current_bytes == 0
+    keep = {}
+
+    def alloc(n, stream):
+        b = C.create_string_buffer(n)
+        keep[C.addressof(b)] = b
+        return C.addressof(b)
+
+    host = rmm.mr.CallbackMemoryResource(alloc, lambda ptr, n, stream: keep.pop(ptr))
+    back = devmm.StatisticsAdaptor(from_rmm_resource(host, device="cpu"))  # RMM under devmm
+    t = devmm.zeros(100, "int32", resource=back)
+    assert len(keep) == 1 and back.current_bytes == 400
+    t.buffer.free()
+    assert not keep and back.current_bytes == 0

@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 
 
 def _stream_handle(stream: object) -> int:
-    """RMM passes its Stream object; devmm wants the cudaStream_t (0: the default)."""
-    return int(getattr(stream, "value", stream) or 0)
+    """RMM passes its Stream object; devmm wants the cudaStream_t (0: the default). RMM's
+    streams speak the ``__cuda_stream__`` protocol: ``(version, handle)``."""
+    if stream is None:
+        return 0
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    return int(stream)
 
 
 def as_rmm_resource(resource: MemoryResource) -> object:
@@ -30,8 +35,8 @@ def as_rmm_resource(resource: MemoryResource) -> object:
                                                            stream=_stream_handle(stream) or None))
 
 
-def from_rmm_resource(mr: object, device: int = 0) -> CallbackMemoryResource:
-    """A devmm resource that allocates from an RMM resource."""
+def from_rmm_resource(mr: object, device: str = "cuda:0") -> CallbackMemoryResource:
+    """A devmm resource on device that allocates from an RMM resource."""
     return CallbackMemoryResource(lambda n, a, s: mr.allocate(n),
                                   lambda p, n, a, s: mr.deallocate(p, n),
-                                  device=f"cuda:{device}", name="rmm")
+                                  device=device, name="rmm")
