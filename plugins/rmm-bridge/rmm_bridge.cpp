@@ -62,8 +62,7 @@ int fail(const char *what, const bridge *b, const std::exception &e, int status)
                          e.what());
 }
 
-int br_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
-                void **out) {
+int br_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream, void **out) {
   auto *b = static_cast<bridge *>(host->resource_context(self));
   *out = nullptr;
   cuda::stream_ref s{static_cast<cudaStream_t>(stream)};
@@ -221,9 +220,10 @@ int create(kind k, int32_t id, const devmm_option *o, size_t n, devmm_resource *
     }
     try {
       on_device(id, [&] {
-        device_resource base = upstream == "cuda"    ? device_resource{rmm::mr::cuda_memory_resource{}}
-                               : upstream == "managed" ? device_resource{rmm::mr::managed_memory_resource{}}
-                                                       : device_resource{rmm::mr::cuda_async_memory_resource{}};
+        device_resource base = upstream == "cuda" ? device_resource{rmm::mr::cuda_memory_resource{}}
+                               : upstream == "managed"
+                                   ? device_resource{rmm::mr::managed_memory_resource{}}
+                                   : device_resource{rmm::mr::cuda_async_memory_resource{}};
         if (k == POOL)
           b->owned.emplace(rmm::mr::pool_memory_resource{
               std::move(base), initial, maximum ? std::optional<size_t>{maximum} : std::nullopt});
@@ -266,13 +266,22 @@ const devmm_resource_kind kinds[] = {
      DEVMM_DEVICE_CUDA, nullptr, current_create},
     {sizeof(devmm_resource_kind), "rmm.pool", "rmm::mr::pool_memory_resource", DEVMM_DEVICE_CUDA,
      pool_options, pool_create},
-    {sizeof(devmm_resource_kind), "rmm.arena", "rmm::mr::arena_memory_resource",
-     DEVMM_DEVICE_CUDA, arena_options, arena_create},
+    {sizeof(devmm_resource_kind), "rmm.arena", "rmm::mr::arena_memory_resource", DEVMM_DEVICE_CUDA,
+     arena_options, arena_create},
 };
 
 const devmm_plugin descriptor = {
-    DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR,          sizeof(devmm_plugin), "rmm", "1.0.0",
-    "RAPIDS RMM resources (CCCL cuda::mr)", device_count, device_info, 3, kinds, nullptr,
+    DEVMM_PLUGIN_ABI_MAJOR,
+    DEVMM_PLUGIN_ABI_MINOR,
+    sizeof(devmm_plugin),
+    "rmm",
+    "1.0.0",
+    "RAPIDS RMM resources (CCCL cuda::mr)",
+    device_count,
+    device_info,
+    3,
+    kinds,
+    nullptr,
 };
 
 } // namespace
