@@ -15,4 +15,15 @@ for lib in $(ldd build-gpu/core/libdevmm.so.0 build-gpu/plugins/devmm-rmm.so 2>/
   cp -L "$lib" build-gpu/runtime/
 done
 ls build-gpu/runtime
+# RMM's Python package for the rmm.current check (nothing can be installed from the network
+# there): its wheels, cuda-bindings for each CPython the GPU machine may have
+mkdir -p build-gpu/wheels
+py=.venv/bin/python
+$py -m pip download -q --no-deps -d build-gpu/wheels rmm-cu13 librmm-cu13 rapids-logger \
+  cuda-pathfinder
+for v in 3.11 3.12 3.13; do
+  $py -m pip download -q --no-deps --only-binary=:all: --python-version "$v" \
+    -d build-gpu/wheels cuda-bindings
+done
+ls build-gpu/wheels
 du -sh build-gpu | cut -f1

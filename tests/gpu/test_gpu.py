@@ -208,6 +208,21 @@ def rmm_bridge_kinds():
         assert stats.current_bytes == 0, kind
 
 
+@check
+def rmm_current_shares_rapids_pool():
+    import rmm  # installed from the carried wheels by run.sh
+    from devmm.mrs import create_resource
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 28)
+    counted = rmm.mr.StatisticsResourceAdaptor(pool)
+    rmm.mr.set_current_device_resource(counted)  # what RAPIDS uses from now on
+    r = create_resource("rmm.current", 0)
+    t = devmm.zeros(1 << 20, "uint8", resource=r)  # devmm allocates from RAPIDS' pool
+    assert counted.allocation_counts.current_bytes >= 1 << 20, counted.allocation_counts
+    t.buffer.free()
+    torch.cuda.synchronize()
+    assert counted.allocation_counts.current_bytes == 0, counted.allocation_counts
+
+
 def torch_routing():
     """In a fresh process (before torch touches CUDA): torch's allocations go through devmm."""
     import devmm.interop.torch
