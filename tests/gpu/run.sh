@@ -27,8 +27,9 @@ if ! build-gpu/tools/devmm-info --json | python3 -c 'import json,sys; d=json.loa
   exit 1
 fi
 # RMM's Python package from the carried wheels, for the rmm.current sharing check
-python3 -m pip install -q --no-index --find-links build-gpu/wheels --target build-gpu/pylib \
-  rmm-cu13 >/dev/null 2>&1 || echo "(could not install rmm-cu13 from build-gpu/wheels)"
+python3 -m pip install -q --no-index --no-deps --find-links build-gpu/wheels \
+  --target build-gpu/pylib rmm-cu13 librmm-cu13 rapids-logger cuda-bindings cuda-pathfinder \
+  >/dev/null 2>&1 || echo "(could not install rmm-cu13 from build-gpu/wheels)"
 export PYTHONPATH="$PYTHONPATH:$root/build-gpu/pylib"
 step "python GPU checks" timeout 240 python3 tests/gpu/test_gpu.py
 step "torch routed through devmm" timeout 60 python3 tests/gpu/test_gpu.py torch-routing
