@@ -15,7 +15,7 @@ for t in "$@"; do
   cp "$root/tests/fuzz/corpus/${t#fuzz_}/"* "$work/$t/"
   echo "=== $t for ${seconds}s"
   (cd "$work" || exit; "$root/$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
-    -timeout=10 -rss_limit_mb=2048 "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+ +DONE)|ERROR|SUMMARY|crash-|leak-" || true)
+    -timeout=10 -rss_limit_mb=2048 "$work/$t" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss|#[0-9]+[[:space:]]+DONE)|ERROR|SUMMARY|crash-|leak-" || true)
   ls "$work"/crash-* "$work"/leak-* "$work"/timeout-* >/dev/null 2>&1 &&
     { echo "FAIL: $t found a problem; reproducers in $work"; exit 1; }
 done
