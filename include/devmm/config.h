@@ -29,7 +29,8 @@ DEVMM_API int devmm_init(const char *path);
 DEVMM_API void devmm_shutdown(void);
 /* 1 once devmm_init succeeded (explicitly or lazily), else 0. */
 DEVMM_API int devmm_is_initialized(void);
-/* The configuration in use: its path, or "built-in default" ("" before init). */
+/* The configuration in use: its path, or "built-in default" ("" before init); valid until the
+ * next devmm_init or devmm_shutdown. */
 DEVMM_API const char *devmm_config_source(void);
 
 typedef struct devmm_plugin_status {
