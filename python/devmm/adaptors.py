@@ -78,7 +78,8 @@ class StatisticsAdaptor(MemoryResource):
         while h:
             if _lib.statistics_get(h, ctypes.byref(s)) == 0:
                 obj = cls.__new__(cls)
-                obj._h, obj._upstream, obj._keep, obj._dk = _lib.resource_retain(h), None, None, None
+                obj._h, obj._upstream, obj._keep = _lib.resource_retain(h), None, None
+                obj._dk = obj._keep_ptr = None
                 return obj
             h = _lib.resource_upstream(h)
         _lib.clear_error()

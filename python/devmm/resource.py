@@ -72,7 +72,7 @@ class MemoryResource:
     with :func:`devmm.empty` instead.
     """
 
-    __slots__ = ("_h", "_upstream", "_keep", "_dk", "__weakref__")
+    __slots__ = ("_h", "_upstream", "_keep", "_dk", "_keep_ptr", "__weakref__")
 
     def __init__(self, handle: int, upstream: Optional["MemoryResource"] = None,
                  keep: object = None) -> None:
@@ -80,13 +80,22 @@ class MemoryResource:
         self._upstream = upstream
         self._keep = keep
         self._dk = None
+        self._keep_ptr = None
 
     @classmethod
     def _from_new(cls, handle: int) -> "MemoryResource":
         """Wraps a reference the caller already owns, as the most specific class known."""
         obj = MemoryResource.__new__(MemoryResource)
-        obj._h, obj._upstream, obj._keep, obj._dk = handle, None, None, None
+        obj._h, obj._upstream, obj._keep, obj._dk, obj._keep_ptr = handle, None, None, None, None
         return obj
+
+    @property
+    def _cptr(self) -> ctypes.c_void_p:
+        """The handle as a ctypes pointer (cached), for untyped hot-path calls."""
+        p = self._keep_ptr
+        if p is None:
+            p = self._keep_ptr = ctypes.c_void_p(self._h)
+        return p
 
     @property
     def _devkey(self) -> tuple:
