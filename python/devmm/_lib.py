@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64, c_size_t,
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t,
                     c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
@@ -184,23 +184,6 @@ def __getattr__(name: str):
     fn.argtypes = args
     globals()[name] = fn
     return fn
-
-# The capsule destructors and names are C objects: capsules keep the pointers they are given.
-CAPSULE_DESTRUCTOR_VERSIONED = ctypes.cast(lib.devmm_capsule_destructor_versioned, c_void_p).value
-CAPSULE_DESTRUCTOR = ctypes.cast(lib.devmm_capsule_destructor, c_void_p).value
-CAPSULE_NAME_VERSIONED = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name_versioned"))
-CAPSULE_NAME = ctypes.addressof(c_char.in_dll(lib, "devmm_capsule_name"))
-
-# Called with the GIL held (PyDLL): it makes the capsule itself, one foreign call per export.
-_pylib = ctypes.PyDLL(lib._name)
-ffi_dlpack_capsule = _pylib.devmm_ffi_dlpack_capsule
-ffi_dlpack_capsule.restype = ctypes.py_object
-ffi_dlpack_capsule.argtypes = [c_void_p, c_uint64, c_int]
-
-_pyapi = ctypes.pythonapi
-PyCapsule_New = _pyapi.PyCapsule_New
-PyCapsule_New.restype = ctypes.py_object
-PyCapsule_New.argtypes = [c_void_p, c_void_p, c_void_p]
 
 # ----------------------------------------------------------------------------- errors
 

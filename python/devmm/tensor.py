@@ -27,7 +27,6 @@ from .resource import (MemoryResource, _key, _nonnegative, _scoped, format_devic
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
-_ffi_capsule = _lib.ffi_dlpack_capsule
 _buffer_free = _lib.buffer_free
 
 
@@ -42,6 +41,10 @@ _ffi_empty = ctypes.CDLL(_lib.LIBRARY_PATH).devmm_ffi_tensor_empty
 _ffi_empty.restype = _Handle
 _tensor_destroy = ctypes.CDLL(_lib.LIBRARY_PATH).devmm_tensor_destroy
 _tensor_destroy.restype = None
+# The export hot path likewise: PyDLL (the GIL stays held), a py_object result, flags prebuilt.
+_ffi_capsule = ctypes.PyDLL(_lib.LIBRARY_PATH).devmm_ffi_dlpack_capsule
+_ffi_capsule.restype = ctypes.py_object
+_NO_FLAGS = ctypes.c_uint64(0)
 _DEVICES: dict = {}  # (type, id) -> c_int64 of the packed device
 
 
@@ -242,9 +245,9 @@ class Tensor:
         that needs it) copies through the resource and sets IS_COPIED; ``copy=False`` when a
         copy is needed raises ``BufferError``."""
         versioned = 1 if max_version is not None and max_version[0] >= 1 else 0
-        if (stream is None and not copy and
-                (dl_device is None or tuple(dl_device) == self._dev)):  # the common case
-            cap = _ffi_capsule(self._h, 0, versioned)
+        if (stream is None and not copy and (dl_device is None or dl_device == self._dev or
+                                             tuple(dl_device) == self._dev)):  # the common case
+            cap = _ffi_capsule(self._h, _NO_FLAGS, versioned)
             if cap is None:  # the C message says why
                 raise _lib.error(_lib.last_status())
             return cap
@@ -265,7 +268,7 @@ class Tensor:
             flags |= _IS_COPIED
         if stream is not None and stream != -1 and dev[0] in (_CUDA, _CUDA_MANAGED, _ROCM):
             _stream_wait(src, stream)
-        cap = _ffi_capsule(src._h, flags, versioned)
+        cap = _ffi_capsule(src._h, ctypes.c_uint64(flags), versioned)
         if cap is None:
             raise _lib.error(_lib.last_status())
         return cap
