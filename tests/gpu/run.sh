@@ -11,6 +11,7 @@ export DEVMM_PLUGIN_PATH="$root/build-gpu/plugins"
 export DEVMM_LIBRARY="$root/build-gpu/core/libdevmm.so.0"
 export DEVMM_CONFIG="$root/tests/gpu/devmm-gpu.ini"
 export PYTHONPATH="$root/python"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX would otherwise take 75% of the GPU at first use
 passed=0 failed=0
 step() { # name, command...
   local name=$1; shift
