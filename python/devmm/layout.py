@@ -25,9 +25,6 @@ class Layout:
 
     __slots__ = ("_c", "_keep")
 
-    def _struct(self) -> _lib.Layout:
-        return self._c
-
     def compute(self, shape: Sequence[int], dtype: object) -> tuple[tuple[int, ...], int, int]:
         """(strides in elements, span in bytes, base alignment) for shape and dtype.
 
