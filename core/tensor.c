@@ -67,8 +67,10 @@ devmm_buffer *devmm_buffer_retain(devmm_buffer *b) {
 static void drop_hold(devmm_buffer *b) {
   if (atomic_fetch_sub_explicit(&b->holds, 1, memory_order_acq_rel) != 1)
     return;
+  /* nobody to return an error to (a free(), a release, a DLPack deleter): say it in the log */
   if (devmm_deallocate(b->resource, b->ptr, b->nbytes, b->alignment, b->stream))
-    devmm_clear_error(); /* nothing to report to: the adaptor logged/kept it */
+    devmm__log(DEVMM_LOG_ERROR, NULL, "freeing %zu bytes at %p through '%s' failed: %s", b->nbytes,
+               b->ptr, devmm_resource_name(b->resource), devmm_last_error());
   b->ptr = NULL;
 }
 

@@ -399,3 +399,25 @@ def test_import_needs_no_numpy():
     code = "import sys, devmm; devmm.empty((1,), 'float32'); print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_callback_free_exception_is_reported_not_swallowed(capfd):
+    import ctypes as C
+    keep = {}
+
+    def alloc(n, a, s):
+        b = C.create_string_buffer(n)
+        keep[C.addressof(b)] = b
+        return C.addressof(b)
+
+    def broken_free(p, n, a, s):
+        raise RuntimeError("the pool is gone")
+
+    r = devmm.CallbackMemoryResource(alloc, broken_free, name="flaky")
+    with pytest.raises(devmm.CallbackError, match="deallocate callback of 'flaky' raised "
+                                                  "RuntimeError: the pool is gone"):
+        r.deallocate(r.allocate(8), 8)
+    t = devmm.empty(4, "int8", resource=r)
+    t.buffer.free()  # nobody to raise to: the C core logs it
+    err = capfd.readouterr().err
+    assert "freeing 4 bytes" in err and "RuntimeError: the pool is gone" in err
