@@ -406,6 +406,14 @@ static void state_free(state *s) {
   free(s);
 }
 
+/* Appends the kind names of plugin d (NULL: none) to the ", "-separated list in buf. */
+static void append_kinds(char *buf, size_t cap, const devmm_plugin *d) {
+  for (size_t j = 0; d && j < d->nkinds; j++) {
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j].name);
+  }
+}
+
 static const devmm_resource_kind *find_kind(state *s, const char *name, devmm__plugin **owner) {
   for (size_t i = 0; i < s->nplugins; i++) {
     const devmm_plugin *d = s->plugins[i]->desc;
@@ -448,10 +456,7 @@ static int check_section(state *s, const dsection *sec) {
     if (!named->desc)
       return DEVMM_OK; /* its plugin failed to load: reported with the plugin */
     char valid[512] = "";
-    for (size_t i = 0; i < named->desc->nkinds; i++) {
-      size_t n = strlen(valid);
-      snprintf(valid + n, sizeof valid - n, "%s%s", i ? ", " : "", named->desc->kinds[i].name);
-    }
+    append_kinds(valid, sizeof valid, named->desc);
     return devmm_set_error(DEVMM_ECONFIG,
                            "%s:%d: unknown resource kind '%s': plugin '%s' offers %s", s->c.source,
                            res->line, res->value, named->name, valid);
@@ -997,13 +1002,8 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
   if (!k && current)
     k = load_for_kind(current, kind);
   char avail[512] = "";
-  for (size_t p = 0; !k && current && p < current->nplugins; p++) {
-    const devmm_plugin *d = current->plugins[p]->desc;
-    for (size_t j = 0; d && j < d->nkinds; j++) {
-      size_t n = strlen(avail);
-      snprintf(avail + n, sizeof avail - n, "%s%s", n ? ", " : "", d->kinds[j].name);
-    }
-  }
+  for (size_t p = 0; !k && current && p < current->nplugins; p++)
+    append_kinds(avail, sizeof avail, current->plugins[p]->desc);
   pthread_mutex_unlock(&state_lock);
   pthread_mutex_unlock(&init_lock);
   if (!k)

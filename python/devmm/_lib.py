@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t,
-                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
+                    c_uint, c_uint8, c_uint16, c_uint64, c_void_p)
 
 from . import errors
 
@@ -149,10 +149,7 @@ _SIGNATURES = {
     "devmm_buffer_stream": (_P, [_P]),
     "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
                                     c_size_t, c_int, POINTER(c_void_p)]),
-    "devmm_tensor_empty": (c_int, [_P, Device, _P, c_int, _P, DType, _P, POINTER(c_void_p)]),
-    "devmm_ffi_tensor_empty": (_P, [_P, c_int64, _P, c_int, c_char_p, c_uint32, _P]),
     "devmm_last_status": (c_int, []),
-    "devmm_tensor_destroy": (None, [_P]),
     "devmm_tensor_buffer": (_P, [_P]),
     "devmm_tensor_strides": (POINTER(c_int64), [_P]),
     "devmm_tensor_data": (_P, [_P]),

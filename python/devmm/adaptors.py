@@ -77,10 +77,7 @@ class StatisticsAdaptor(MemoryResource):
         s = _lib.Statistics()
         while h:
             if _lib.statistics_get(h, ctypes.byref(s)) == 0:
-                obj = cls.__new__(cls)
-                obj._h, obj._upstream, obj._keep = _lib.resource_retain(h), None, None
-                obj._dk = obj._keep_ptr = None
-                return obj
+                return cls._from_new(_lib.resource_retain(h))
             h = _lib.resource_upstream(h)
         _lib.clear_error()
         raise LookupError(f"no statistics adaptor in '{resource.name}'")

@@ -84,8 +84,8 @@ class MemoryResource:
 
     @classmethod
     def _from_new(cls, handle: int) -> "MemoryResource":
-        """Wraps a reference the caller already owns, as the most specific class known."""
-        obj = MemoryResource.__new__(MemoryResource)
+        """Wraps a reference the caller already owns as a cls (no constructor runs)."""
+        obj = cls.__new__(cls)
         obj._h, obj._upstream, obj._keep, obj._dk, obj._keep_ptr = handle, None, None, None, None
         return obj
 

@@ -37,9 +37,11 @@ class _Handle(ctypes.c_void_p):
 # The hot path calls these two without argtypes, each argument already a ctypes object or a
 # plain int that fits a C int: ctypes then converts nothing (measured ~150 ns less per
 # empty()+del). Every other binding keeps its checked signature in _lib.
-_ffi_empty = ctypes.CDLL(_lib.LIBRARY_PATH).devmm_ffi_tensor_empty
+# (A handle of its own: these function objects must not share _lib's checked argtypes.)
+_untyped = ctypes.CDLL(_lib.LIBRARY_PATH)
+_ffi_empty = _untyped.devmm_ffi_tensor_empty
 _ffi_empty.restype = _Handle
-_tensor_destroy = ctypes.CDLL(_lib.LIBRARY_PATH).devmm_tensor_destroy
+_tensor_destroy = _untyped.devmm_tensor_destroy
 _tensor_destroy.restype = None
 # The export hot path likewise: PyDLL (the GIL stays held), a py_object result, flags prebuilt.
 _ffi_capsule = ctypes.PyDLL(_lib.LIBRARY_PATH).devmm_ffi_dlpack_capsule
