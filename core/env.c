@@ -42,10 +42,10 @@ static void find_installation(void) {
       !realpath(self.dli_fname, dir) || !strrchr(dir, '/'))
     return; /* no installed directory: $DEVMM_PLUGIN_PATH and plugin_path still work */
   *strrchr(dir, '/') = '\0';
-  if (snprintf(installed_plugin_dir, sizeof installed_plugin_dir, "%s/%s", dir,
-               DEVMM_PLUGIN_DIR) >= (int)sizeof installed_plugin_dir ||
-      snprintf(installed_config, sizeof installed_config, "%s/%s/devmm.ini", dir,
-               DEVMM_SYSCONF_DIR) >= (int)sizeof installed_config)
+  if (snprintf(installed_plugin_dir, sizeof installed_plugin_dir, "%s/%s", dir, DEVMM_PLUGIN_DIR) >=
+          (int)sizeof installed_plugin_dir ||
+      snprintf(installed_config, sizeof installed_config, "%s%s%s/devmm.ini", dir,
+               *DEVMM_SYSCONF_DIR ? "/" : "", DEVMM_SYSCONF_DIR) >= (int)sizeof installed_config)
     installed_plugin_dir[0] = installed_config[0] = '\0';
 #else
   snprintf(installed_plugin_dir, sizeof installed_plugin_dir, "%s", DEVMM_PLUGIN_DIR);

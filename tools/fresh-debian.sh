@@ -22,7 +22,7 @@ if [ ! -x "$cache/rootfs/bin/bash" ]; then
   mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
     /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 || true)
   [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
-  echo "fresh-debian: making a Debian 12 base system from $mirror (once)" >&2
+  echo "fresh-debian: making a Debian 12 base system with debootstrap (once)" >&2
   rm -rf "$cache/rootfs.new"
   debootstrap --variant=minbase bookworm "$cache/rootfs.new" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
     { echo "fresh-debian: debootstrap failed, see $cache/debootstrap.log" >&2; exit 2; }

@@ -19,7 +19,7 @@ struct rocm_hip rocm_hip;
 
 static const char *const libraries[] = {ROCM_HIP_LIBRARIES};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static const char *loaded;         /* the library in use, NULL if none */
+static const char *loaded;                        /* the library in use, NULL if none */
 static char why[1024] = "no HIP runtime found ("; /* then one "<library>: <reason>" per try */
 
 static void tried(const char *library, const char *reason) {
