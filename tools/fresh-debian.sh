@@ -30,6 +30,7 @@ if [ ! -x "$cache/rootfs/bin/bash" ]; then
 fi
 work=$(mktemp -d "$cache/run.XXXXXX")
 root=$work/root
+# shellcheck disable=SC2317  # called by the trap
 cleanup() {
   for m in sys dev proc; do umount -R "$root/$m" 2>/dev/null || umount -lR "$root/$m" 2>/dev/null || true; done
   rm -rf "$work"

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=${1:-dist}
-wheel=$(ls "$dist"/devmm-*manylinux*.whl 2>/dev/null | head -1)
+wheel=$(find "$dist" -maxdepth 1 -name 'devmm-*manylinux*.whl' 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "wheel-smoke: no manylinux wheel in $dist (run make wheel)" >&2; exit 2; }
 copy=$(mktemp -d)
 trap 'rm -rf "$copy"' EXIT
