@@ -92,7 +92,8 @@ fuzz: deps
 
 verify: lint test asan tsan valgrind python-asan fuzz
 
-# A portable wheel in dist/: the sdist, a wheel built from it (pip's path: meson-python), retagged
+# A portable wheel in dist/ from the *committed* tree (the sdist is `meson dist`, a git archive):
+# the sdist, a wheel built from it (pip's path: meson-python), retagged
 # py3-none (ctypes only: no CPython ABI) and repaired by auditwheel (libltdl and libinih vendored,
 # the manylinux tag Debian 12's glibc allows: manylinux_2_34). Tools: .venv-wheel (make deps).
 WHEEL_VENV = .venv-wheel
