@@ -20,10 +20,22 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
                                                const devmm_layout *layout, int ndim,
                                                const int64_t *shape, uint32_t dtype,
                                                devmm_stream stream);
-/* A PyCapsule ("dltensor_versioned" if versioned, else "dltensor") owning a new export of t,
- * or None (a new reference) when the export fails. Must be called with the GIL held
- * (ctypes.PyDLL); Python's functions are found at run time. */
-DEVMM_API void *devmm_ffi_dlpack_capsule(const devmm_tensor *t, uint64_t flags, int versioned);
+/* dtype in the packed form above. */
+DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
+/* A CPython built-in function (a new reference) named name, made with CPython's stable ABI
+ * found at run time (libdevmm never links Python); None, with devmm_last_error() set, for an
+ * unknown name. Call it with the GIL held (ctypes.PyDLL). The built-ins (ADR 12) take and
+ * return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold"):
+ *   empty(resource|None, (device_type, device_id), layout address|None, shape tuple,
+ *         packed dtype, stream|None) -> tensor capsule | None  (devmm_ffi_tensor_empty)
+ *   own_tensor(address), own_buffer(address) -> capsule that takes the object over
+ *   handle(capsule), buffer_of(capsule) -> address;  buffer_free(capsule) -> None
+ *   hold(capsule) -> capsule holding the buffer's memory (like an export) | None once freed
+ *   dlpack(tensor capsule, flags, versioned) -> "dltensor[_versioned]" capsule | None
+ *   constants() -> {name: value} of devmm's C constants
+ * None means devmm failed: devmm_last_status()/devmm_last_error() say why. Python exceptions
+ * (TypeError, OverflowError) are raised for arguments of the wrong type. */
+DEVMM_API void *devmm_ffi_python_function(const char *name);
 
 /* PyTorch's CUDAPluggableAllocator interface (torch.cuda.memory.CUDAPluggableAllocator(
  * "libdevmm.so.0", "devmm_torch_alloc", "devmm_torch_free")): allocations for cuda:<device> go

@@ -20,8 +20,8 @@ CLASSES = {"statistics": devmm.StatisticsAdaptor, "limiting": devmm.LimitingAdap
 
 def configure(tmp_path, adaptors):
     cfg = tmp_path / "devmm.ini"
-    cfg.write_text(f"[device cpu]\nresource = cpu.malloc\nadaptors = {', '.join(adaptors)}\n"
-                   f"log_file = {os.devnull}\n")
+    log = f"log_file = {os.devnull}\n" if "logging" in adaptors else ""
+    cfg.write_text(f"[device cpu]\nresource = cpu.malloc\nadaptors = {', '.join(adaptors)}\n{log}")
     devmm.init(str(cfg))
 
 
@@ -90,6 +90,10 @@ def _modules():
         yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(), str(path))
 
 
+def _source_line(name, lineno):
+    return (PACKAGE / name).read_text().splitlines()[lineno - 1]
+
+
 def test_only_lib_opens_the_library():
     # every binding, typed or not, lives in _lib.py: no other module opens the library or
     # binds a symbol through _lib's handle
@@ -105,21 +109,31 @@ def test_only_lib_opens_the_library():
     assert seen, "the test must see _lib.py's own loader"
 
 
+def _is_int(node):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
 def test_no_c_constant_is_retyped():
-    # a module-level name bound to an int (or a tuple of ints) outside _lib.py is a C constant
-    # typed again in Python: ask C (_lib.CONSTANTS) instead
+    # C's codes typed again in Python: a module-level name bound to an int, or a literal table
+    # of ints (device types in a tuple, status codes, a dict keyed by codes). Ask C instead.
+    # A protocol's own values (the Array API's stream numbers) say "not a C constant" on their
+    # line.
     retyped = []
     for name, tree in _modules():
         if name == "_lib.py":
             continue
         for node in tree.body:
-            if isinstance(node, ast.Assign):
-                value = node.value
-                items = value.elts if isinstance(value, ast.Tuple) else [value]
-                if items and all(isinstance(v, ast.Constant) and type(v.value) is int
-                                 for v in items):
-                    retyped.append(f"{name}:{node.lineno}")
-    assert retyped == []
+            if isinstance(node, ast.Assign) and _is_int(node.value):
+                retyped.append(f"{name}:{node.lineno} = {ast.unparse(node.value)}")
+        for node in ast.walk(tree):
+            items = (node.keys if isinstance(node, ast.Dict) else
+                     node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [])
+            if (len(items) >= 2 and all(item is not None and _is_int(item) for item in items)
+                    and "not a C constant" not in _source_line(name, node.lineno)):
+                retyped.append(f"{name}:{node.lineno} {ast.unparse(node)[:40]}")
+    assert not retyped, "retyped C constants:\n" + "\n".join(retyped)
 
 
 def test_constants_come_from_c():
