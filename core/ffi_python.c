@@ -130,9 +130,10 @@ static int ptr_arg(pyobject *o, void **out) {
 
 /* ---------------------------------------------------------------- capsules: C-owned objects */
 
-static const char tensor_name[] = "devmm.tensor"; /* owns a devmm_tensor */
-static const char buffer_name[] = "devmm.buffer"; /* owns a reference to a devmm_buffer */
-static const char hold_name[] = "devmm.hold";     /* owns a hold on a devmm_buffer's memory */
+static const char tensor_name[] = "devmm.tensor";     /* owns a devmm_tensor */
+static const char buffer_name[] = "devmm.buffer";     /* owns a reference to a devmm_buffer */
+static const char hold_name[] = "devmm.hold";         /* owns a hold on a devmm_buffer's memory */
+static const char resource_name[] = "devmm.resource"; /* owns a reference to a resource */
 
 static void tensor_capsule_free(pyobject *cap) {
   devmm_tensor_destroy(py.capsule_get_pointer(cap, tensor_name));
@@ -143,10 +144,14 @@ static void buffer_capsule_free(pyobject *cap) {
 static void hold_capsule_free(pyobject *cap) {
   devmm_buffer_unacquire(py.capsule_get_pointer(cap, hold_name));
 }
+static void resource_capsule_free(pyobject *cap) {
+  devmm_resource_release(py.capsule_get_pointer(cap, resource_name));
+}
 
 static void undo_tensor(void *p) { devmm_tensor_destroy(p); }
 static void undo_buffer(void *p) { devmm_buffer_release(p); }
 static void undo_hold(void *p) { devmm_buffer_unacquire(p); }
+static void undo_resource(void *p) { devmm_resource_release(p); }
 
 /* A capsule owning p; on failure (Python set MemoryError) p is given back with undo. */
 static pyobject *own(void *p, const char *name, void (*destroy)(pyobject *), void (*undo)(void *)) {
@@ -199,8 +204,8 @@ static pyobject *f_empty(pyobject *self, pyobject *const *args, py_ssize_t nargs
   return t ? own(t, tensor_name, tensor_capsule_free, undo_tensor) : none_ref();
 }
 
-/* own_tensor(address) / own_buffer(address) -> capsule: takes over a tensor, or a buffer
- * reference, that a C call returned. */
+/* own_tensor(address) / own_buffer(address) / own_resource(address) -> capsule: takes over a
+ * tensor, or a buffer or resource reference, that a C call returned. */
 static int own_arg(pyobject *const *args, py_ssize_t nargs, const char *fn, void **p) {
   if (!arity(nargs, 1, fn) || !ptr_arg(args[0], p))
     return 0;
@@ -220,6 +225,13 @@ static pyobject *f_own_buffer(pyobject *self, pyobject *const *args, py_ssize_t 
   void *p;
   return own_arg(args, nargs, "own_buffer", &p)
              ? own(p, buffer_name, buffer_capsule_free, undo_buffer)
+             : NULL;
+}
+static pyobject *f_own_resource(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
+  (void)self;
+  void *p;
+  return own_arg(args, nargs, "own_resource", &p)
+             ? own(p, resource_name, resource_capsule_free, undo_resource)
              : NULL;
 }
 
@@ -342,6 +354,7 @@ static method_def functions[] = {
     {"empty", (void *)f_empty, METH_FASTCALL, "A new tensor capsule (devmm_ffi_tensor_empty)."},
     {"own_tensor", (void *)f_own_tensor, METH_FASTCALL, "Takes over a devmm_tensor *."},
     {"own_buffer", (void *)f_own_buffer, METH_FASTCALL, "Takes over a devmm_buffer reference."},
+    {"own_resource", (void *)f_own_resource, METH_FASTCALL, "Takes over a resource reference."},
     {"handle", (void *)f_handle, METH_FASTCALL, "The address a tensor or buffer capsule owns."},
     {"buffer_of", (void *)f_buffer_of, METH_FASTCALL, "The buffer of a tensor or buffer capsule."},
     {"buffer_free", (void *)f_buffer_free, METH_FASTCALL, "devmm_buffer_free through a capsule."},

@@ -25,10 +25,12 @@ DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
 /* A CPython built-in function (a new reference) named name, made with CPython's stable ABI
  * found at run time (libdevmm never links Python); None, with devmm_last_error() set, for an
  * unknown name. Call it with the GIL held (ctypes.PyDLL). The built-ins (ADR 12) take and
- * return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold"):
+ * return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold",
+ * "devmm.resource"):
  *   empty(resource|None, (device_type, device_id), layout address|None, shape tuple,
  *         packed dtype, stream|None) -> tensor capsule | None  (devmm_ffi_tensor_empty)
- *   own_tensor(address), own_buffer(address) -> capsule that takes the object over
+ *   own_tensor(address), own_buffer(address), own_resource(address) -> capsule that takes
+ *   the object (or reference) over
  *   handle(capsule), buffer_of(capsule) -> address;  buffer_free(capsule) -> None
  *   hold(capsule) -> capsule holding the buffer's memory (like an export) | None once freed
  *   dlpack(tensor capsule, flags, versioned) -> "dltensor[_versioned]" capsule | None

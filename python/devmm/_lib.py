@@ -116,7 +116,6 @@ _SIGNATURES = {
     "devmm_layout_compute": (c_int, [POINTER(Layout), c_int, POINTER(c_int64), c_size_t,
                                      POINTER(c_int64), POINTER(LayoutResult)]),
     "devmm_resource_retain": (_P, [_P]),
-    "devmm_resource_release": (None, [_P]),
     "devmm_resource_name": (c_char_p, [_P]),
     "devmm_resource_device": (Device, [_P]),
     "devmm_resource_flags": (c_uint, [_P]),
@@ -154,11 +153,7 @@ _SIGNATURES = {
     # variadic in C (fmt, ...): always called with the format "%s" and one string
     "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
     "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
-    "devmm_buffer_release": (None, [_P]),
-    "devmm_buffer_retain": (_P, [_P]),
-    "devmm_buffer_free": (None, [_P]),
     "devmm_buffer_is_freed": (c_int, [_P]),
-    "devmm_buffer_is_live": (c_int, [_P]),
     "devmm_buffer_ptr": (_P, [_P]),
     "devmm_buffer_nbytes": (c_size_t, [_P]),
     "devmm_buffer_resource": (_P, [_P]),
@@ -171,11 +166,8 @@ _SIGNATURES = {
     "devmm_tensor_strides": (POINTER(c_int64), [_P]),
     "devmm_tensor_data": (_P, [_P]),
     "devmm_tensor_readonly": (c_int, [_P]),
-    "devmm_tensor_default_alignment": (c_size_t, [Device]),
     "devmm_tensor_zero": (c_int, [_P]),
     "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
-    "devmm_tensor_to_dlpack_versioned": (c_int, [_P, c_uint64, POINTER(c_void_p)]),
-    "devmm_tensor_to_dlpack": (c_int, [_P, POINTER(c_void_p)]),
     "devmm_init": (c_int, [c_char_p]),
     "devmm_shutdown": (None, []),
     "devmm_is_initialized": (c_int, []),
@@ -255,6 +247,7 @@ def _builtin(name: str):
 py_empty = _builtin("empty")          # -> tensor capsule | None
 py_own_tensor = _builtin("own_tensor")
 py_own_buffer = _builtin("own_buffer")
+py_own_resource = _builtin("own_resource")
 py_handle = _builtin("handle")        # capsule -> address of its tensor or buffer
 py_buffer_of = _builtin("buffer_of")  # tensor or buffer capsule -> address of the buffer
 py_buffer_free = _builtin("buffer_free")

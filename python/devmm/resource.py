@@ -76,11 +76,13 @@ class MemoryResource:
     with :func:`devmm.empty` instead.
     """
 
-    __slots__ = ("_h", "_upstream", "_keep", "_dk", "__weakref__")
+    # _cap owns one reference (a capsule from libdevmm: no __del__), _h is its address
+    __slots__ = ("_cap", "_h", "_upstream", "_keep", "_dk", "__weakref__")
 
     def __init__(self, handle: int, upstream: Optional["MemoryResource"] = None,
                  keep: object = None) -> None:
-        self._h = handle  # this object owns one reference
+        self._cap = _lib.py_own_resource(handle)  # this object owns the reference
+        self._h = handle
         self._upstream = upstream
         self._keep = keep
         self._dk = None
@@ -89,6 +91,7 @@ class MemoryResource:
     def _from_new(cls, handle: int) -> "MemoryResource":
         """Wraps a reference the caller already owns as a cls (no constructor runs)."""
         obj = cls.__new__(cls)
+        obj._cap = _lib.py_own_resource(handle)
         obj._h, obj._upstream, obj._keep, obj._dk = handle, None, None, None
         return obj
 
@@ -100,11 +103,6 @@ class MemoryResource:
             d = _lib.resource_device(self._h)
             dk = self._dk = (d.device_type, d.device_id)
         return dk
-
-    def __del__(self) -> None:
-        h, self._h = getattr(self, "_h", None), None
-        if h and _lib is not None and _lib.resource_release is not None:
-            _lib.resource_release(h)
 
     @property
     def handle(self) -> int:
