@@ -206,33 +206,28 @@ static pyobject *f_empty(pyobject *self, pyobject *const *args, py_ssize_t nargs
 
 /* own_tensor(address) / own_buffer(address) / own_resource(address) -> capsule: takes over a
  * tensor, or a buffer or resource reference, that a C call returned. */
-static int own_arg(pyobject *const *args, py_ssize_t nargs, const char *fn, void **p) {
-  if (!arity(nargs, 1, fn) || !ptr_arg(args[0], p))
-    return 0;
-  if (!*p)
+static pyobject *own_arg(pyobject *const *args, py_ssize_t nargs, const char *fn, const char *name,
+                         void (*destroy)(pyobject *), void (*undo)(void *)) {
+  void *p;
+  if (!arity(nargs, 1, fn) || !ptr_arg(args[0], &p))
+    return NULL;
+  if (!p) {
     py.err_set_string(*py.type_error, "devmm: cannot take over a NULL object");
-  return *p != NULL;
+    return NULL;
+  }
+  return own(p, name, destroy, undo);
 }
 static pyobject *f_own_tensor(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
-  void *p;
-  return own_arg(args, nargs, "own_tensor", &p)
-             ? own(p, tensor_name, tensor_capsule_free, undo_tensor)
-             : NULL;
+  return own_arg(args, nargs, "own_tensor", tensor_name, tensor_capsule_free, undo_tensor);
 }
 static pyobject *f_own_buffer(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
-  void *p;
-  return own_arg(args, nargs, "own_buffer", &p)
-             ? own(p, buffer_name, buffer_capsule_free, undo_buffer)
-             : NULL;
+  return own_arg(args, nargs, "own_buffer", buffer_name, buffer_capsule_free, undo_buffer);
 }
 static pyobject *f_own_resource(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
-  void *p;
-  return own_arg(args, nargs, "own_resource", &p)
-             ? own(p, resource_name, resource_capsule_free, undo_resource)
-             : NULL;
+  return own_arg(args, nargs, "own_resource", resource_name, resource_capsule_free, undo_resource);
 }
 
 /* handle(capsule) -> the address of its tensor or buffer, for the C API's other calls */
