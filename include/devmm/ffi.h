@@ -3,7 +3,9 @@
  * Each does the work of several public calls in one, takes only scalars and pointers, and
  * returns its result directly (NULL on failure, with devmm_last_error() set), because one
  * foreign call costs far more than the work here. Packed values:
- *   device = (device_type << 32) | device_id;   dtype = code | bits << 8 | lanes << 16. */
+ *   device = (device_type << 32) | device_id;   dtype = code | bits << 8 | lanes << 16.
+ * For CPython, devmm_ffi_python_function goes further: built-in functions that take and return
+ * Python objects, so the hot paths make no foreign call at all (ADR 12). */
 #ifndef DEVMM_FFI_H
 #define DEVMM_FFI_H
 
