@@ -16,7 +16,6 @@ from . import _lib
 from .dtype import DType
 from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError,
                      StreamError)
-from .layout import Aligned, ColumnMajor, Layout, RowMajor, Strided
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
 from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
@@ -28,6 +27,8 @@ _LAZY = {
     "FailureCallbackAdaptor": "adaptors", "LimitingAdaptor": "adaptors",
     "LoggingAdaptor": "adaptors", "StatisticsAdaptor": "adaptors",
     "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors", "Statistics": "statistics",
+    "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
+    "Strided": "layout",
 }
 
 

@@ -17,11 +17,12 @@ TYPE_CHECKING = False  # typing is imported only by type checkers: it costs star
 if TYPE_CHECKING:
     from typing import Optional, Sequence, Union
 
+    from .layout import Layout
+
 from . import _lib
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DevmmError, StreamError
-from .layout import Layout, RowMajor
 from .resource import (MemoryResource, _key, _nonnegative, _scoped, _typed, format_device,
                        parse_device)
 
@@ -435,13 +436,14 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     else:
         d = parse_device(device)
         dev, rh = (d.device_type, d.device_id), None
-    if layout is None or type(layout) is RowMajor:
+    if layout is None:
         lp = None
-    elif isinstance(layout, Layout):
-        lp = ctypes.addressof(layout._c)
-    else:
-        raise TypeError(f"layout must be RowMajor(), ColumnMajor(), Strided(...) or "
-                        f"Aligned(...), got {layout!r}")
+    else:  # a Layout holds its C struct (the layout module is imported on first use)
+        c = getattr(layout, "_c", None)
+        if type(c) is not _lib.Layout:
+            raise TypeError(f"layout must be RowMajor(), ColumnMajor(), Strided(...) or "
+                            f"Aligned(...), got {layout!r}")
+        lp = ctypes.addressof(c)
     if stream is not None and type(stream) is not int:
         raise TypeError(f"stream must be an int or None, got {type(stream).__name__}")
     try:
@@ -498,6 +500,7 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     if offset < 0:
         raise ValueError(f"from_buffer_view: offset must be >= 0, got {offset}")
     if strides is None:
+        from .layout import RowMajor
         strides = RowMajor().strides(shape, dt) if n else ()
     out = _c_void_p()
     shp = (ctypes.c_int64 * max(n, 1))(*shape)
