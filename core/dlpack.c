@@ -37,14 +37,15 @@ _Static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == DEVMM_DLPACK_FLAG_READ_ONLY, "RE
 const char devmm_capsule_name_versioned[] = "dltensor_versioned";
 const char devmm_capsule_name[] = "dltensor";
 
-/* Shape and strides follow the struct in the same block. */
+/* Shape and strides follow the struct in the same block. The caller holds the buffer's memory:
+ * its address is read from the buffer itself, not through the owner (who may free it now). */
 static int64_t *fill(devmm_dltensor *dl, const devmm_tensor *t, int64_t *dims) {
   int n = devmm_tensor_ndim(t);
   devmm_buffer *b = devmm_tensor_buffer(t);
   memcpy(dims, devmm_tensor_shape(t), (size_t)n * sizeof(int64_t));
   memcpy(dims + n, devmm_tensor_strides(t), (size_t)n * sizeof(int64_t));
   dl->data =
-      devmm_tensor_size(t) ? (char *)devmm_buffer_ptr(b) + devmm_tensor_byte_offset(t) : NULL;
+      devmm_tensor_size(t) ? (char *)devmm__buffer_held_ptr(b) + devmm_tensor_byte_offset(t) : NULL;
   dl->device = devmm_buffer_device(b);
   dl->ndim = n;
   dl->dtype = devmm_tensor_dtype(t);

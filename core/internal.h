@@ -51,6 +51,9 @@ int devmm__registry_fallback(devmm_device device, devmm_resource **out);
  * default with DEVMM_ENOTSUP (ADR 13). */
 int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
                          devmm_buffer **out);
+/* tensor.c: the memory of a buffer the caller holds (devmm_buffer_acquire), whether or not its
+ * owner freed it since: devmm_buffer_ptr answers NULL once the owner let go. */
+void *devmm__buffer_held_ptr(const devmm_buffer *b);
 /* Duplicates a string or returns NULL on allocation failure. */
 char *devmm__strdup(const char *s);
 /* Monotonic time in nanoseconds. */

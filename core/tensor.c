@@ -98,12 +98,17 @@ int devmm_buffer_is_live(const devmm_buffer *b) {
 int devmm_buffer_acquire(devmm_buffer *b) {
   if (!b)
     return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_acquire: buffer is NULL");
-  if (!atomic_load(&b->owner))
-    return devmm_set_error(DEVMM_ESTATE,
-                           "buffer of %zu bytes was freed: it can no longer "
-                           "be exported",
-                           b->nbytes);
-  atomic_fetch_add_explicit(&b->holds, 1, memory_order_relaxed);
+  /* Never from 0: once the last hold went, the memory is gone (or going) whatever `owner`
+   * said a moment ago. The CAS makes "still held" and "one more hold" one step. */
+  long h = atomic_load_explicit(&b->holds, memory_order_relaxed);
+  do {
+    if (h == 0 || !atomic_load(&b->owner))
+      return devmm_set_error(DEVMM_ESTATE,
+                             "buffer of %zu bytes was freed: it can no longer "
+                             "be exported",
+                             b->nbytes);
+  } while (!atomic_compare_exchange_weak_explicit(&b->holds, &h, h + 1, memory_order_acquire,
+                                                  memory_order_relaxed));
   devmm_buffer_retain(b);
   return DEVMM_OK;
 }
@@ -118,6 +123,7 @@ void devmm_buffer_unacquire(devmm_buffer *b) {
 void *devmm_buffer_ptr(const devmm_buffer *b) {
   return b && !devmm_buffer_is_freed(b) ? b->ptr : NULL;
 }
+void *devmm__buffer_held_ptr(const devmm_buffer *b) { return b->ptr; }
 size_t devmm_buffer_nbytes(const devmm_buffer *b) { return b ? b->nbytes : 0; }
 devmm_resource *devmm_buffer_resource(const devmm_buffer *b) { return b ? b->resource : NULL; }
 devmm_device devmm_buffer_device(const devmm_buffer *b) {

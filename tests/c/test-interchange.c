@@ -5,9 +5,12 @@
 #include "testres.h"
 
 #include <check.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
 
@@ -243,6 +246,82 @@ START_TEST(ffi_dtype_pack_round_trips) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- exports racing the owner's free
+ * One thread exports a tensor in a loop while another frees its buffer: every export that
+ * succeeds must point at memory it holds (data never NULL, the allocation still live until its
+ * deleter runs), and one that fails must hold nothing. Before the fix the export read the
+ * owner-gated pointer after taking its hold (data NULL when the free came in between), and the
+ * hold could be taken from 0 after the memory was gone (check-then-act). Run under TSan too. */
+typedef struct {
+  devmm_tensor *t;
+  atomic_int go;      /* 1: export until refused; -1: stop */
+  atomic_int started; /* the exporter is in its loop */
+  atomic_long bad;    /* exports with data NULL or over memory already given back */
+  atomic_long made;   /* exports that succeeded */
+  testres *res;
+} race;
+
+static void *exporter(void *arg) {
+  race *x = arg;
+  for (;;) {
+    int g;
+    while ((g = atomic_load(&x->go)) == 0)
+      sched_yield();
+    if (g < 0)
+      return NULL;
+    devmm_dlmanaged_versioned *m;
+    atomic_store(&x->started, 1);
+    while (devmm_tensor_to_dlpack_versioned(x->t, 0, &m) == DEVMM_OK) {
+      atomic_fetch_add(&x->made, 1);
+      /* the export holds the memory: it cannot be given back before the deleter */
+      if (!m->dl_tensor.data || atomic_load(&x->res->frees) != atomic_load(&x->res->allocs) - 1)
+        atomic_fetch_add(&x->bad, 1);
+      else
+        ((volatile char *)m->dl_tensor.data)[0] = 1; /* and it is there to be written */
+      m->deleter(m);
+    }
+    atomic_store(&x->go, 0);
+  }
+}
+
+START_TEST(export_racing_free_holds_or_refuses) {
+  race x = {.bad = 0, .started = 0};
+  devmm_resource *r = testres_create(&x.res);
+  int64_t n = 256;
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, exporter, &x), 0);
+  /* 2,000 rounds, or 15 s where threads crawl (valgrind runs them one at a time) */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rounds = 0;
+  for (int i = 0; i < 2000; i++, rounds++) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (i > 100 && now.tv_sec - t0.tv_sec > 15)
+      break;
+    ck_assert_int_eq(devmm_tensor_empty(r, CPU, NULL, 1, &n, dtype("float32"), NULL, &x.t),
+                     DEVMM_OK);
+    atomic_store(&x.started, 0);
+    atomic_store(&x.go, 1);
+    while (!atomic_load(&x.started))
+      sched_yield();
+    for (volatile int spin = i % 64; spin > 0; spin--)
+      ; /* vary where the free lands in the exporter's loop */
+    devmm_buffer_free(devmm_tensor_buffer(x.t));
+    while (atomic_load(&x.go) != 0)
+      sched_yield();
+    devmm_tensor_destroy(x.t);
+    long frees = atomic_load(&x.res->frees);
+    ck_assert_int_eq(frees, i + 1); /* given back once: nothing held, nothing leaked */
+  }
+  atomic_store(&x.go, -1);
+  pthread_join(th, NULL);
+  ck_assert_msg(atomic_load(&x.bad) == 0, "%ld of %ld exports had no memory behind them",
+                atomic_load(&x.bad), atomic_load(&x.made));
+  ck_assert_int_gt(atomic_load(&x.made), rounds / 2); /* the race was run, not skipped */
+  devmm_resource_release(r);
+}
+END_TEST
+
 Suite *interchange_suite(void) {
   Suite *s = suite_create("interchange");
   TCase *tc = tcase_create("core");
@@ -255,5 +334,9 @@ Suite *interchange_suite(void) {
   tcase_add_test(tc, host_accessible_devices);
   tcase_add_test(tc, ffi_dtype_pack_round_trips);
   suite_add_tcase(s, tc);
+  TCase *threads = tcase_create("threads");
+  tcase_set_timeout(threads, 120);
+  tcase_add_test(threads, export_racing_free_holds_or_refuses);
+  suite_add_tcase(s, threads);
   return s;
 }
