@@ -207,10 +207,16 @@ static void capsule_free(void *capsule, const char *name, int versioned) {
   if (!is_valid(capsule, name))
     return; /* consumed ("used_dltensor...") or not ours */
   void *p = get_pointer(capsule, name);
+  /* CPython may run this while an exception is being raised; the last hold may call a
+   * Python-defined resource back: put the exception aside meanwhile */
+  devmm__pyexc saved;
+  int had = devmm__pyexc_save(&saved);
   if (versioned)
     delete_versioned(p);
   else
     delete_legacy(p);
+  if (had)
+    devmm__pyexc_restore(&saved);
 }
 
 void devmm_capsule_destructor_versioned(void *capsule) {

@@ -46,14 +46,22 @@ int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm
 /* Hook run by the registry when no resource is set for a device (installed by init.c). */
 int devmm__registry_fallback(devmm_device device, devmm_resource **out);
 
-/* tensor.c: a buffer of span bytes from r for a new tensor, aligned to the larger of alignment
- * and devmm_tensor_default_alignment(r's device); to alignment alone when r refuses the
- * default with DEVMM_ENOTSUP (ADR 13). */
+/* tensor.c: a buffer of span bytes from r for a new tensor (or a devmm.Buffer, ADR 24), aligned
+ * to the larger of alignment and devmm_tensor_default_alignment(r's device); to alignment alone
+ * when r refuses the default with DEVMM_ENOTSUP (ADR 13) or alignment is no power of two. */
 int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
                          devmm_buffer **out);
 /* tensor.c: the memory of a buffer the caller holds (devmm_buffer_acquire), whether or not its
  * owner freed it since: devmm_buffer_ptr answers NULL once the owner let go. */
 void *devmm__buffer_held_ptr(const devmm_buffer *b);
+/* ffi_python.c: the Python exception pending on this thread (the GIL held), put aside around
+ * code that may call back into Python from a destructor: save answers 0 (nothing to restore)
+ * when none is pending or no Python is loaded. */
+typedef struct {
+  void *type, *value, *traceback;
+} devmm__pyexc;
+int devmm__pyexc_save(devmm__pyexc *saved);
+void devmm__pyexc_restore(devmm__pyexc *saved);
 /* Duplicates a string or returns NULL on allocation failure. */
 char *devmm__strdup(const char *s);
 /* Monotonic time in nanoseconds. */

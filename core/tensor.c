@@ -194,7 +194,9 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim, const in
 
 int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
                          devmm_buffer **out) {
-  size_t dflt = span ? devmm_tensor_default_alignment(r->device) : 0;
+  /* an alignment that is no power of two goes as it is: the resource says what is wrong */
+  size_t dflt =
+      span && !(alignment & (alignment - 1)) ? devmm_tensor_default_alignment(r->device) : 0;
   int rc = devmm_buffer_allocate(r, span, dflt > alignment ? dflt : alignment, stream, out);
   if (rc == DEVMM_ENOTSUP && dflt > alignment) /* it cannot align that far: its own will do */
     rc = devmm_buffer_allocate(r, span, alignment, stream, out);

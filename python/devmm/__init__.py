@@ -14,7 +14,8 @@ import atexit as _atexit
 
 from . import _lib
 from .dtype import DType
-from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError,
+from .errors import (BufferFreedError, CallbackError, ConfigError, DeviceExportError, DevmmError,
+                     DevmmStateError, DevmmValueError, OutOfMemoryError, PluginError,
                      StreamError)
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
@@ -50,8 +51,9 @@ def __dir__() -> list:
 __version__: str = _lib.version().decode()
 
 __all__ = [
-    "Aligned", "AlignedAdaptor", "Buffer", "CallbackError", "CallbackMemoryResource",
-    "ColumnMajor", "ConfigError", "DType", "DevmmError", "FailureCallbackAdaptor", "Layout",
+    "Aligned", "AlignedAdaptor", "Buffer", "BufferFreedError", "CallbackError",
+    "CallbackMemoryResource", "ColumnMajor", "ConfigError", "DType", "DeviceExportError",
+    "DevmmError", "DevmmStateError", "DevmmValueError", "FailureCallbackAdaptor", "Layout",
     "LimitingAdaptor", "LoggingAdaptor", "MemoryResource", "OutOfMemoryError", "PluginError",
     "RowMajor", "Statistics", "StatisticsAdaptor", "StreamError", "Strided", "Tensor",
     "ThreadSafeAdaptor",

@@ -230,6 +230,51 @@ def failed() -> errors.DevmmError:
     """The exception for a built-in that answered None: this thread's last devmm error."""
     return error(_bound("last_status")())
 
+
+def export_failed() -> errors.DevmmError:
+    """:func:`failed` for an export (DLPack, an array interface): a freed buffer is a
+    :class:`~devmm.errors.BufferFreedError` (a ``BufferError``), as the Array API asks."""
+    e = failed()
+    if type(e) is errors.DevmmStateError:
+        return errors.BufferFreedError(str(e), e.status)
+    return e
+
+# ----------------------------------------------------------------------------- integers
+
+
+_RANGES: dict = {}  # ctypes integer type -> (lowest, highest)
+
+
+def cint(value: object, ctype: type, name: str) -> int:
+    """value as a Python int that the C integer type ctype can hold, or TypeError (not an
+    integer; a bool is none), ValueError (negative where ctype is unsigned) or OverflowError,
+    each naming `name`: ctypes itself would wrap the value silently.
+
+    >>> cint(16, ctypes.c_size_t, "nbytes")
+    16
+    >>> cint(2**64 + 16, ctypes.c_size_t, "nbytes")
+    Traceback (most recent call last):
+    ...
+    OverflowError: nbytes = 18446744073709551632 does not fit in 64 bits (at most 18446744073709551615)
+    """
+    if type(value) is not int:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        value = value.__index__()
+    try:
+        lo, hi = _RANGES[ctype]
+    except KeyError:
+        bits = ctypes.sizeof(ctype) * 8
+        signed = ctype(-1).value == -1
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        _RANGES[ctype] = lo, hi
+    if lo <= value <= hi:
+        return value
+    if value < 0 and lo == 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    raise OverflowError(f"{name} = {value} does not fit in {ctypes.sizeof(ctype) * 8} bits "
+                        f"(at {'most ' + str(hi) if value > hi else 'least ' + str(lo)})")
+
 # ----------------------------------------------------------------------------- built-ins
 
 
@@ -254,7 +299,10 @@ py_handle = _builtin("handle")        # capsule -> address of its tensor or buff
 py_buffer_of = _builtin("buffer_of")  # tensor or buffer capsule -> address of the buffer
 py_buffer_free = _builtin("buffer_free")
 py_hold = _builtin("hold")            # -> capsule holding the buffer's memory | None
+py_buffer = _builtin("buffer")        # -> buffer capsule, aligned as tensors are | None
+py_array_export = _builtin("array_export")  # -> ArrayExport (holds the memory) | None
 py_dlpack = _builtin("dlpack")        # -> DLPack capsule | None
+py_callbacks = _builtin("callbacks")  # -> C trampolines calling two Python functions
 
 CONSTANTS: dict = _builtin("constants")()
 """The C constants by name: ``CONSTANTS["DEVMM_DEVICE_CUDA"]``, status codes, flags, limits."""

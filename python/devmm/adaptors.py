@@ -36,11 +36,9 @@ def _upstream(r: object) -> MemoryResource:
     return r
 
 
-def _size(value: Union[int, str], total: int = 0) -> int:
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"size must be >= 0, got {value}")
-        return value
+def _size(value: Union[int, str], total: int = 0, name: str = "size") -> int:
+    if not isinstance(value, str):
+        return _lib.cint(value, ctypes.c_size_t, name)
     out = ctypes.c_size_t()
     _lib.check(_lib.parse_size(str(value).encode(), total, ctypes.byref(out)))
     return out.value
@@ -189,6 +187,7 @@ class TrackingAdaptor(MemoryResource):
     def lookup(self, address: int) -> dict:
         """The live allocation containing address (KeyError if none)."""
         info = _lib.AllocationInfo()
+        address = _lib.cint(address, ctypes.c_size_t, "address")
         rc = _lib.tracking_lookup(self._h, address, ctypes.byref(info))
         if rc:
             raise KeyError(_lib.last_error().decode())
@@ -238,6 +237,8 @@ class AlignedAdaptor(MemoryResource):
 
     def __init__(self, upstream: MemoryResource, alignment: int, threshold: int = 0) -> None:
         up = _upstream(upstream)
+        alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
+        threshold = _lib.cint(threshold, ctypes.c_size_t, "threshold")
         super().__init__(_new(_lib.aligned_adaptor_create, up._h, alignment, threshold), up)
 
 
@@ -295,15 +296,8 @@ class ThreadSafeAdaptor(MemoryResource):
 
 # ----------------------------------------------------------------------------- Python-defined
 
-_ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
-                             ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
-_FREE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                            ctypes.c_size_t, ctypes.c_void_p)
 _ENOMEM, _ECALLBACK = _C["DEVMM_ENOMEM"], _C["DEVMM_ECALLBACK"]
-_LIVE: dict = {}
-_DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_DESTROY = _DESTROY_FN(lambda key: _LIVE.pop(key, None))
-_DESTROY_PTR = ctypes.cast(_DESTROY, ctypes.c_void_p)
+_UNDO_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # gives back what _lib.py_callbacks made
 
 
 def _report(where: str, e: BaseException) -> int:
@@ -337,38 +331,41 @@ class CallbackMemoryResource(MemoryResource):
     def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
                  deallocate: Callable[[int, int, int, Optional[int]], object],
                  device: str = "cpu", name: str = "python") -> None:
-        def alloc(_user: int, nbytes: int, alignment: int, stream: int, out) -> int:
+        # Called by libdevmm's trampolines (_lib.py_callbacks), which take the GIL and keep any
+        # exception pending on the thread out of these calls: allocate answers the address or
+        # 0, free 0 or 1; on failure devmm's error says why.
+        def alloc(nbytes: int, alignment: int, stream: Optional[int]) -> int:
             try:
                 ptr = allocate(nbytes, alignment, stream)
-                if not isinstance(ptr, int) or ptr <= 0:
-                    return _lib.set_error(_ECALLBACK, b"%s",
-                                          f"the allocate callback of '{name}' returned "
-                                          f"{ptr!r}, expected a positive int address".encode())
-                out[0] = ptr
-                return 0
+                if type(ptr) is not int or ptr <= 0 or ptr >= 1 << 63:
+                    _lib.set_error(_ECALLBACK, b"%s",
+                                   f"the allocate callback of '{name}' returned {ptr!r}, "
+                                   f"expected a positive int address".encode())
+                    return 0
+                return ptr
             except BaseException as e:
-                return _report(f"the allocate callback of '{name}'", e)
+                _report(f"the allocate callback of '{name}'", e)
+                return 0
 
-        def free(_user: int, ptr: int, nbytes: int, alignment: int, stream: int) -> int:
+        def free(ptr: int, nbytes: int, alignment: int, stream: Optional[int]) -> int:
             try:
                 deallocate(ptr, nbytes, alignment, stream)
                 return 0
             except BaseException as e:
-                return _report(f"the deallocate callback of '{name}'", e)
+                _report(f"the deallocate callback of '{name}'", e)
+                return 1
 
-        fns = (_ALLOC_FN(alloc), _FREE_FN(free))
         d = parse_device(device)
         flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if _lib.device_host_accessible(d) else 0
-        # The trampolines live until the C resource is destroyed (it can outlive this object:
-        # buffers and DLPack exports hold it), then _destroy drops them.
-        key = id(fns)
-        _LIVE[key] = fns
+        # C trampolines over alloc and free; `user` is a reference to them that the C resource
+        # owns (it can outlive this object: buffers and DLPack exports hold it) and releases
+        # when it is destroyed
+        fn_alloc, fn_free, fn_destroy, user = _lib.py_callbacks(alloc, free)
         try:
-            h = _new(_lib.callback_resource_create, ctypes.cast(fns[0], ctypes.c_void_p),
-                     ctypes.cast(fns[1], ctypes.c_void_p), _DESTROY_PTR, key, d, name.encode(),
-                     flags)
+            h = _new(_lib.callback_resource_create, fn_alloc, fn_free, fn_destroy, user, d,
+                     name.encode(), flags)
         except BaseException:
-            _LIVE.pop(key, None)
+            _UNDO_FN(fn_destroy)(user)
             raise
         super().__init__(h)
 

@@ -3,6 +3,8 @@
 >>> import devmm
 >>> issubclass(devmm.OutOfMemoryError, MemoryError)
 True
+>>> issubclass(devmm.BufferFreedError, BufferError), issubclass(devmm.DevmmStateError, BufferError)
+(True, False)
 """
 
 from __future__ import annotations
@@ -40,8 +42,23 @@ class StreamError(DevmmError, ValueError, RuntimeError):
         super().__init__(message, "DEVMM_EINVAL")
 
 
-class DevmmStateError(DevmmError, BufferError):
-    """The object is in the wrong state, e.g. its buffer was freed (also a ``BufferError``)."""
+class DevmmStateError(DevmmError, RuntimeError):
+    """The object is in the wrong state for the call: a statistics scope popped that was never
+    pushed, callbacks disabled at exit, a copy of freed memory (also a ``RuntimeError``)."""
+
+
+class BufferFreedError(DevmmStateError, BufferError):
+    """An export (DLPack, an array interface) of memory whose owner freed it: also a
+    ``BufferError``, what the Array API and NumPy's tests expect of a failed export."""
+
+
+class DeviceExportError(DevmmError, BufferError, ValueError):
+    """``__dlpack__(dl_device=...)`` for a device this tensor cannot be exported to, or not
+    without the copy that ``copy=False`` forbids: a ``BufferError`` (the Array API's word) and
+    the ``ValueError`` NumPy raises for it (its ``test_device`` expects that)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "DEVMM_ENOTSUP")
 
 
 class CallbackError(DevmmError):

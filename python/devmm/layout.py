@@ -32,6 +32,7 @@ class Layout:
         """
         from .dtype import resolve
         d = resolve(dtype)
+        shape = tuple(_lib.cint(x, ctypes.c_int64, f"shape[{i}]") for i, x in enumerate(shape))
         n = len(shape)
         shp = (ctypes.c_int64 * max(n, 1))(*shape)
         st = (ctypes.c_int64 * max(n, 1))()
@@ -89,7 +90,8 @@ class Strided(Layout):
     __slots__ = ("_strides",)
 
     def __init__(self, strides: Sequence[int]) -> None:
-        self._strides = tuple(int(s) for s in strides)
+        self._strides = tuple(_lib.cint(s, ctypes.c_int64, f"strides[{i}]")
+                              for i, s in enumerate(strides))
         n = len(self._strides)
         self._keep = (ctypes.c_int64 * max(n, 1))(*self._strides)
         self._c = _lib.layout_strided(n, self._keep)
@@ -116,13 +118,19 @@ class Aligned(Layout):
         if not isinstance(inner, (RowMajor, ColumnMajor)):
             raise TypeError(f"Aligned needs RowMajor() or ColumnMajor() as its inner layout, "
                             f"got {inner!r}")
-        if unit_stride_alignment <= 0 or base_alignment < 0:
-            raise ValueError(f"Aligned: alignments must be positive powers of two, got "
-                             f"unit_stride_alignment={unit_stride_alignment}, "
-                             f"base_alignment={base_alignment}")
+        if not (type(unit_stride_alignment) is int and unit_stride_alignment > 0 and
+                type(base_alignment) is int and base_alignment >= 0):
+            if (isinstance(unit_stride_alignment, int) and isinstance(base_alignment, int) and
+                    (unit_stride_alignment <= 0 or base_alignment < 0)):
+                raise ValueError(f"Aligned: alignments must be positive powers of two, got "
+                                 f"unit_stride_alignment={unit_stride_alignment}, "
+                                 f"base_alignment={base_alignment}")
+        unit_stride_alignment = _lib.cint(unit_stride_alignment, ctypes.c_size_t,
+                                          "unit_stride_alignment")
+        base_alignment = _lib.cint(base_alignment, ctypes.c_size_t, "base_alignment")
         self.inner = inner
-        self.unit_stride_alignment = int(unit_stride_alignment)
-        self.base_alignment = int(base_alignment)
+        self.unit_stride_alignment = unit_stride_alignment
+        self.base_alignment = base_alignment
         self._keep = None
         self._c = _lib.layout_aligned(inner._c.kind, self.unit_stride_alignment,
                                       self.base_alignment)

@@ -39,7 +39,8 @@ def parse_device(device: DeviceLike) -> _lib.Device:
         pass
     d = _lib.Device()
     if isinstance(device, tuple) and len(device) == 2:
-        d.device_type, d.device_id = int(device[0]), int(device[1])
+        d.device_type = _lib.cint(device[0], ctypes.c_int32, "device type")
+        d.device_id = _lib.cint(device[1], ctypes.c_int32, "device id")
     elif isinstance(device, str):
         rc = _lib.device_parse(device.encode(), ctypes.byref(d))
         if rc:
@@ -62,11 +63,7 @@ def format_device(d: _lib.Device) -> str:
     return buf.value.decode()
 
 
-def _nonnegative(**values: int) -> None:
-    """ctypes would wrap a negative size into a huge one: refuse it here, by name."""
-    for name, v in values.items():
-        if v < 0:
-            raise ValueError(f"{name} must be >= 0, got {v}")
+_size_t = ctypes.c_size_t
 
 
 class MemoryResource:
@@ -130,16 +127,19 @@ class MemoryResource:
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
         """Allocates nbytes and returns the address (0 for 0 bytes)."""
-        _nonnegative(nbytes=nbytes, alignment=alignment)
+        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
+        alignment = _lib.cint(alignment, _size_t, "alignment")
         out = ctypes.c_void_p()
-        _lib.check(_lib.allocate(self._h, nbytes, alignment, stream, ctypes.byref(out)))
+        _lib.check(_lib.allocate(self._h, nbytes, alignment, _stream(stream), ctypes.byref(out)))
         return out.value or 0
 
     def deallocate(self, ptr: int, nbytes: int, alignment: int = 0,
                    stream: Optional[int] = None) -> None:
         """Frees memory from :meth:`allocate` (same nbytes and alignment)."""
-        _nonnegative(ptr=ptr, nbytes=nbytes, alignment=alignment)
-        _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream))
+        ptr = _lib.cint(ptr, _size_t, "ptr")
+        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
+        alignment = _lib.cint(alignment, _size_t, "alignment")
+        _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, _stream(stream)))
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the device as this resource sees it.
@@ -154,6 +154,21 @@ class MemoryResource:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} on {self.device}>"
+
+    # Two wrappers of one C resource are the same resource (each call that returns a resource
+    # makes a new wrapper).
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MemoryResource):
+            return NotImplemented
+        return self._h == other._h
+
+    def __hash__(self) -> int:
+        return hash(self._h)
+
+
+def _stream(stream: Optional[int]) -> Optional[int]:
+    """A stream handle for C: None, or an int address (ctypes would wrap anything else)."""
+    return None if stream is None else _lib.cint(stream, _size_t, "stream")
 
 
 def _typed(handle: int) -> MemoryResource:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 from . import _lib
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
-from .errors import DevmmError, StreamError
-from .resource import (MemoryResource, _key, _nonnegative, _scoped, _typed, format_device,
+from .errors import DeviceExportError, DevmmError, StreamError
+from .resource import (MemoryResource, _key, _scoped, _stream, _typed, format_device,
                        parse_device)
 
 _c_void_p = ctypes.c_void_p
@@ -36,11 +36,13 @@ _py_buffer_of = _lib.py_buffer_of
 _py_buffer_free = _lib.py_buffer_free
 _py_hold = _lib.py_hold
 _py_own_tensor = _lib.py_own_tensor
+_py_array_export = _lib.py_array_export
 
 _C = _lib.CONSTANTS
 _CPU, _CUDA, _ROCM = _C["DEVMM_DEVICE_CPU"], _C["DEVMM_DEVICE_CUDA"], _C["DEVMM_DEVICE_ROCM"]
 _CUDA_MANAGED = _C["DEVMM_DEVICE_CUDA_MANAGED"]
-_HOST_DEVICES = frozenset((_CPU, _C["DEVMM_DEVICE_CUDA_HOST"], _C["DEVMM_DEVICE_ROCM_HOST"]))
+_PINNED = frozenset((_C["DEVMM_DEVICE_CUDA_HOST"], _C["DEVMM_DEVICE_ROCM_HOST"]))
+_HOST_DEVICES = _PINNED | {_CPU}
 _CUDA_DEVICES = frozenset((_CUDA, _CUDA_MANAGED))
 _IS_COPIED = _C["DEVMM_DLPACK_FLAG_IS_COPIED"]
 _CPU_KEY = (_CPU, 0)
@@ -51,20 +53,19 @@ _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint1
             "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8",
             "float16": "<f2", "float32": "<f4", "float64": "<f8", "complex64": "<c8",
             "complex128": "<c16"}
-# The data address the array interface gives a tensor with no elements: numpy 1.24 reads 0 as
-# "a scalar", so a real, 64-byte aligned address that nothing ever reads
-_EMPTY_BLOCK = (ctypes.c_char * 128)()
-_EMPTY_DATA = (ctypes.addressof(_EMPTY_BLOCK) + 63) // 64 * 64
+_size_t, _int64 = ctypes.c_size_t, ctypes.c_int64
 
 
 class Buffer:
     """A ref-counted allocation: ``ptr``, ``nbytes``, ``resource``. ``free()`` gives the
     memory back now, or when the last consumer (a DLPack export, an array that viewed a tensor
-    of it) releases it; freeing twice is harmless.
+    of it) releases it; freeing twice is harmless. Aligned as a tensor is (ADR 13, ADR 24): to
+    the larger of ``alignment`` and 64 bytes on host memory, 256 on GPUs, so a tensor viewing
+    it from offset 0 imports into JAX without a copy.
 
     >>> import devmm
     >>> with devmm.Buffer(1024) as b:
-    ...     b.nbytes, b.ptr % 16
+    ...     b.nbytes, b.ptr % 64
     (1024, 0)
     >>> b.freed, b.ptr
     (True, 0)
@@ -76,10 +77,12 @@ class Buffer:
                  device: Union[str, tuple, None] = None, alignment: int = 0,
                  stream: Optional[int] = None) -> None:
         r = resource if resource is not None else _current(device)
-        out = _c_void_p()
-        _nonnegative(nbytes=nbytes, alignment=alignment)
-        _lib.check(_lib.buffer_allocate(r._h, nbytes, alignment, stream, _byref(out)))
-        self._cap = _lib.py_own_buffer(out.value)
+        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
+        alignment = _lib.cint(alignment, _size_t, "alignment")
+        cap = _lib.py_buffer(r._h, nbytes, alignment, _stream(stream))
+        if cap is None:
+            raise _lib.failed()
+        self._cap = cap
 
     @property
     def _h(self) -> int:
@@ -128,6 +131,15 @@ class Buffer:
         state = "freed" if self.freed else hex(self.ptr)
         return f"<devmm.Buffer {self.nbytes} bytes on {self.device} at {state}>"
 
+    # t.buffer makes a new wrapper each time: two wrappers of one C buffer are the same buffer
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Buffer):
+            return NotImplemented
+        return self._h == other._h
+
+    def __hash__(self) -> int:
+        return hash(self._h)
+
 
 def _current(device) -> MemoryResource:
     from .resource import get_current_device_resource
@@ -137,13 +149,23 @@ def _current(device) -> MemoryResource:
 class Tensor:
     """A typed, shaped view of a :class:`Buffer`. Strides are in elements. Exported zero-copy
     with ``__dlpack__`` (NumPy, PyTorch, CuPy, JAX), ``__array_interface__`` on host memory and
-    ``__cuda_array_interface__`` on CUDA. A tensor that handed out an array interface holds its
-    memory until it is gone itself (the consumer keeps it as the owner): ``buffer.free()`` can
-    never pull the memory from under such an array."""
+    ``__cuda_array_interface__`` on CUDA; ``jax.numpy`` takes it through ``__jax_array__``.
+    Made by :func:`empty`, :func:`zeros`, :func:`from_buffer_view` and :meth:`copy`, never
+    directly.
+
+    Each array-interface export holds the memory for as long as the arrays made from it live
+    (NumPy keeps the export's ``data`` object as their base), so ``buffer.free()`` can never
+    pull the memory from under such an array, and looking at the interface holds nothing. The
+    CUDA array interface has no such object: a tensor that handed it out holds its memory until
+    the tensor itself is gone."""
 
     # _cap: the capsule owning the C tensor; _dev: (device type, id); _held: a capsule holding
-    # the memory for an array-interface consumer; _strides: filled on first use
+    # the memory for a CUDA-array-interface consumer; _strides: filled on first use
     __slots__ = ("_cap", "shape", "_dt", "_dev", "_strides", "_held", "__weakref__")
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("devmm.Tensor cannot be made directly: use devmm.empty, devmm.zeros, "
+                        "devmm.from_buffer_view or Tensor.copy")
 
     @property
     def _h(self) -> int:
@@ -153,7 +175,8 @@ class Tensor:
     # ------------------------------------------------------------------ properties
     @property
     def dtype(self) -> str:
-        """The element type's name, e.g. ``"float32"``."""
+        """The element type's name, e.g. ``"float32"`` (``numpy.dtype(t.dtype)`` for NumPy's;
+        NumPy 2 reads a ``.dtype`` only when it is a ``numpy.dtype``)."""
         return self._dt.name
 
     @property
@@ -218,46 +241,60 @@ class Tensor:
                    copy: Optional[bool] = None) -> object:
         """A DLPack capsule of this tensor, per the Array API standard: a versioned capsule
         when ``max_version >= (1, 0)``, else the legacy one; ``copy=True`` (or a ``dl_device``
-        that needs it) copies through the resource and sets IS_COPIED; ``copy=False`` when a
-        copy is needed raises ``BufferError``."""
+        that needs it) copies (from this tensor's own resource on its own device, else from
+        the target device's current resource) and sets IS_COPIED. A ``dl_device`` that cannot
+        be served, or that needs a copy when ``copy=False``, raises
+        :class:`~devmm.errors.DeviceExportError` (a ``BufferError`` and a ``ValueError``).
+        Pinned host memory asked for as ``(kDLCPU, 0)`` goes out as it is, labelled CPU."""
         versioned = max_version is not None and max_version[0] >= 1
-        if (stream is None and not copy and (dl_device is None or dl_device == self._dev or
-                                             tuple(dl_device) == self._dev)):  # the common case
+        if (stream is None and (copy is None or copy is False) and
+                (dl_device is None or dl_device == self._dev)):  # the common case
             cap = _py_dlpack(self._cap, 0, versioned)
             if cap is None:  # the C message says why
                 raise _export_error()
             return cap
+        if copy is not None and copy is not True and copy is not False:
+            raise TypeError(f"__dlpack__: copy must be True, False or None, got {copy!r}")
         dev = self._dev
-        target = dev if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
+        target = dev if dl_device is None else _dl_device(dl_device)
         _check_stream(target[0], stream)  # Array API: the stream is dl_device's when given
-        need_copy = target != dev
+        as_cpu = target == _CPU_KEY and dev[0] in _PINNED and not copy  # the same memory
+        need_copy = target != dev and not as_cpu
         if need_copy and copy is False:
-            raise BufferError(f"__dlpack__: exporting to device {target} needs a copy from "
-                              f"{dev}, but copy=False")
+            raise DeviceExportError(f"__dlpack__: exporting to device {target} needs a copy "
+                                    f"from {dev}, but copy=False")
         src, flags = self, 0
         if need_copy or copy:
             try:
                 src = self._copy_to(target)
             except DevmmError as e:
-                raise BufferError(f"__dlpack__: cannot copy {self.device} memory to device "
-                                  f"{target}: {e}") from e
+                raise DeviceExportError(f"__dlpack__: cannot copy {self.device} memory to "
+                                        f"device {target}: {e}") from e
             flags |= _IS_COPIED
         if stream is not None and stream != -1 and dev[0] in (_CUDA, _CUDA_MANAGED, _ROCM):
             _stream_wait(src, stream)
-        cap = _py_dlpack(src._cap, flags, versioned)
+        cap = _py_dlpack(src._cap, flags, versioned, as_cpu)
         if cap is None:
             raise _export_error()
         return cap
 
     def _copy_to(self, target: tuple[int, int]) -> "Tensor":
-        dst = _current(target)
+        """A compact copy on target: from this tensor's own resource on its own device (it
+        serves this device, and the copy is counted where the original is), else from target's
+        current resource."""
         out = _c_void_p()
-        _lib.check(_lib.tensor_copy(self._h, dst._h, _byref(out)))
+        if target == self._dev:
+            _lib.check(_lib.tensor_copy(self._h, _lib.buffer_resource(_lib.tensor_buffer(
+                self._h)), _byref(out)))
+        else:
+            dst = _current(target)
+            _lib.check(_lib.tensor_copy(self._h, dst._h, _byref(out)))
         return _tensor(_py_own_tensor(out.value), self.shape, self._dt, target)
 
     def copy(self, device: Union[str, tuple, None] = None) -> "Tensor":
-        """A compact row-major copy of this tensor (padding dropped) on device (default:
-        the same device, from its current resource).
+        """A compact row-major copy of this tensor (padding dropped) on device (default: the
+        same device, from this tensor's own resource; another device: from its current
+        resource).
 
         >>> import devmm
         >>> p = devmm.empty((4, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 128))
@@ -280,60 +317,99 @@ class Tensor:
                     f"DLPack to a consumer that knows it (torch.from_dlpack, jax.dlpack)")
         return None
 
-    def _interface(self, empty_data: int) -> dict:
-        """The v3 interface dict; from now on this tensor holds its memory (as an unreleased
-        DLPack export would) until it is gone: its consumer keeps it, and never says when it is
-        done. BufferError once the owner freed the buffer."""
-        held = _py_hold(self._cap)
-        if held is None:
-            raise _lib.failed()  # DevmmStateError (a BufferError): the buffer was freed
-        self._held = held
-        h = self._h
+    def _iface(self, data: object) -> dict:
+        """The v3 interface dict around data (an ArrayExport, or an address tuple)."""
         item = self._dt.itemsize
         return {"shape": self.shape, "typestr": _TYPESTR[self._dt.name], "version": 3,
-                "data": (_lib.tensor_data(h) or empty_data, bool(_lib.tensor_readonly(h))),
-                "strides": tuple(s * item for s in self.strides)}
+                "data": data, "strides": tuple(s * item for s in self.strides)}
 
     @property
     def __array_interface__(self) -> dict:
-        """NumPy's array interface v3 (host memory and dtypes NumPy has; AttributeError, saying
-        why, otherwise). ``data`` carries the read-only flag; a tensor with no elements gives
-        an aligned address that is never read."""
+        """NumPy's array interface v3 (host memory and dtypes NumPy has). ``data`` is a new
+        :class:`ArrayExport` each time: a buffer-protocol object that holds the memory (read-only
+        when the tensor is) and that NumPy keeps as the array's base, so the memory lives as
+        long as the arrays made from it. The attribute is absent (AttributeError, saying why)
+        where it cannot describe the tensor, or once the buffer was freed.
+
+        >>> import devmm, numpy as np
+        >>> t = devmm.empty((2, 3), "int16")
+        >>> type(t.__array_interface__["data"]).__name__
+        'ArrayExport'
+        >>> a = np.asarray(t); type(a.base).__name__, a.ctypes.data == t.data_ptr
+        ('ArrayExport', True)
+        """
         why = self._no_array_interface()
         if why:
             raise AttributeError(f"__array_interface__: {why}")
-        return self._interface(_EMPTY_DATA)
+        data = _py_array_export(self._cap)
+        if data is None:  # a probe after free(): absent, as hasattr expects
+            raise AttributeError(f"__array_interface__: {_lib.last_error().decode()}")
+        return self._iface(data)
 
     def __array__(self, dtype: object = None, copy: Optional[bool] = None) -> object:
-        """NumPy calls this only when ``__array_interface__`` is absent: TypeError saying why,
-        never a 0-d object array. On host memory it is NumPy's zero-copy view (a copy with
-        ``copy=True`` or another dtype)."""
+        """NumPy calls this where ``__array_interface__`` is absent: a TypeError saying why
+        (never a 0-d object array), or a ``BufferError`` once the buffer was freed. Called
+        directly on host memory, NumPy 2's protocol: a zero-copy view (it holds the memory as
+        the array interface does), a copy with ``copy=True`` or another ``dtype``, and
+        ``ValueError`` when that copy is needed but ``copy=False``."""
         why = self._no_array_interface()
         if why:
             raise TypeError(f"NumPy cannot view this devmm tensor: {why}")
+        data = _py_array_export(self._cap)
+        if data is None:
+            raise _lib.export_failed()  # BufferFreedError: the buffer was freed
         import numpy
-        a = numpy.asarray(self, dtype=dtype)  # through __array_interface__
+        a = numpy.asarray(_Interface(self._iface(data)))
+        if dtype is not None and numpy.dtype(dtype) != a.dtype:
+            if copy is False:
+                raise ValueError(f"__array__: a {numpy.dtype(dtype)} array of this "
+                                 f"{self._dt.name} tensor needs a copy, but copy=False")
+            return a.astype(dtype)
         return a.copy() if copy else a
+
+    def __jax_array__(self) -> object:
+        """``jax.numpy``'s conversion protocol (JEP 28661): the tensor through DLPack, zero-copy
+        on the CPU for a default tensor; a read-only tensor goes as a copy (JAX asks for a
+        legacy capsule, which cannot carry the flag)."""
+        import jax.dlpack
+        readonly = _lib.tensor_readonly(self._h)
+        return jax.dlpack.from_dlpack(self.copy() if readonly else self)
 
     @property
     def __cuda_array_interface__(self) -> dict:
         """The CUDA array interface v3 (CUDA device and managed memory); ``data`` is
-        ``(0, readonly)`` for a tensor with no elements, as the protocol says."""
+        ``(0, readonly)`` for a tensor with no elements, as the protocol says. Its consumers
+        (CuPy, Numba) keep the tensor and never say when they are done: a tensor that handed it
+        out holds its memory until the tensor itself is gone. Absent once the buffer was freed."""
         if self._dev[0] not in _CUDA_DEVICES:
             raise AttributeError(f"__cuda_array_interface__: {self.device} is not CUDA memory")
         if self._dt.name not in _TYPESTR:
             raise AttributeError(f"__cuda_array_interface__: dtype {self._dt.name} has no "
                                  f"array-interface type: use DLPack")
-        d = self._interface(0)
-        stream = _lib.buffer_stream(_lib.tensor_buffer(self._h))
+        held = _py_hold(self._cap)
+        if held is None:
+            raise AttributeError(f"__cuda_array_interface__: {_lib.last_error().decode()}")
+        self._held = held
+        h = self._h
+        d = self._iface((_lib.tensor_data(h) or 0, bool(_lib.tensor_readonly(h))))
+        stream = _lib.buffer_stream(_lib.tensor_buffer(h))
         d["stream"] = stream if stream else None
         return d
+
+
+class _Interface:
+    """An array-interface dict as an object NumPy can read (Tensor.__array__)."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, iface: dict) -> None:
+        self.__array_interface__ = iface
 
 
 def _export_error() -> BaseException:
     """The exception for a failed DLPack export: the Array API's BufferError, keeping devmm's
     own class where it is one (a freed buffer) and MemoryError for out-of-memory."""
-    e = _lib.failed()
+    e = _lib.export_failed()
     if isinstance(e, (BufferError, MemoryError)):
         return e
     b = BufferError(f"__dlpack__: {e}")
@@ -361,6 +437,18 @@ def _check_stream(device_type: int, stream: Optional[int]) -> None:
                           f"{format_device(parse_device((device_type, 0)))} tensors, got {stream}")
 
 
+def _dl_device(dl_device: object) -> tuple[int, int]:
+    """A __dlpack__ dl_device as (type, id): TypeError unless a pair of ints, OverflowError
+    past int32 (ctypes would wrap 2**32 into device 0)."""
+    try:
+        t, i = dl_device  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise TypeError(f"__dlpack__: dl_device must be a (device_type, device_id) pair, got "
+                        f"{dl_device!r}") from None
+    return (_lib.cint(t, ctypes.c_int32, "dl_device type"),
+            _lib.cint(i, ctypes.c_int32, "dl_device id"))
+
+
 def _stream_wait(t: Tensor, stream: int) -> None:
     """Makes the consumer's stream wait for the allocation's stream (an event on CUDA/ROCm)."""
     buf = _lib.tensor_buffer(t._h)
@@ -372,27 +460,32 @@ def _stream_wait(t: Tensor, stream: int) -> None:
 # ----------------------------------------------------------------------------- constructors
 
 def _shape(shape: Union[int, Sequence[int]]) -> tuple:
-    """shape as a tuple (an int is a 1-d shape)."""
+    """shape as a tuple of Python ints (an integer is a 1-d shape): TypeError for entries that
+    are no integers (bools included), ValueError for ones out of int64.
+
+    >>> import numpy as np
+    >>> _shape((np.uint8(200), 3)), _shape(np.int64(4))
+    ((200, 3), (4,))
+    """
     if type(shape) is int:
         return (shape,)
+    if not isinstance(shape, bool) and hasattr(type(shape), "__index__"):
+        shape = (shape,)  # numpy's integers: a 1-d shape too
     try:
-        shape = tuple(shape)
+        entries = tuple(shape)
     except TypeError:
         raise TypeError(f"shape must be an int or a sequence of ints, got "
                         f"{type(shape).__name__}") from None
-    if any(type(s) is not int for s in shape):
-        _shape_check(shape)
-        shape = tuple(int(s.__index__()) for s in shape)
-    return shape
-
-
-def _shape_check(shape: tuple) -> None:
-    """Raises TypeError for entries that are not integers, ValueError for ones out of int64."""
-    for s in shape:
-        if isinstance(s, bool) or not hasattr(s, "__index__"):
-            raise TypeError(f"shape entries must be ints, got {s!r} in {shape!r}")
-        if not -_I64_MAX <= s.__index__() <= _I64_MAX:
-            raise ValueError(f"shape entry {s} does not fit in int64 (shape {shape!r})")
+    for i, s in enumerate(entries):
+        if type(s) is not int:
+            if isinstance(s, bool) or not hasattr(type(s), "__index__"):
+                raise TypeError(f"shape entries must be ints, got {s!r} in {entries!r}")
+            s = s.__index__()  # numpy's integers keep their width: t.shape holds Python ints
+        if not -_I64_MAX - 1 <= s <= _I64_MAX:
+            raise ValueError(f"shape entry {s} does not fit in int64 (shape {entries!r})")
+        if s is not entries[i]:
+            entries = entries[:i] + (s,) + entries[i + 1:]
+    return entries
 
 
 def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
@@ -413,7 +506,8 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     ...
     devmm.errors.DevmmValueError: layout: shape[1] = -1 is negative: expected an extent >= 0
     """
-    # This is the hot path: one built-in call into C, everything else cached.
+    # This is the hot path: one built-in call into C, everything else cached. A tuple goes to C
+    # as it is; C takes only plain ints, and anything else comes back here to be normalised.
     if type(shape) is not tuple:
         shape = _shape(shape)
     try:
@@ -444,13 +538,14 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
             raise TypeError(f"layout must be RowMajor(), ColumnMajor(), Strided(...) or "
                             f"Aligned(...), got {layout!r}")
         lp = ctypes.addressof(c)
-    if stream is not None and type(stream) is not int:
-        raise TypeError(f"stream must be an int or None, got {type(stream).__name__}")
+    if stream is not None and (type(stream) is not int or stream < 0):
+        raise TypeError(f"stream must be a non-negative int (a stream handle) or None, got "
+                        f"{stream!r}")
     try:
         cap = _py_empty(rh, dev, lp, shape, dt[5], stream)
-    except (TypeError, OverflowError):  # a shape entry that is no int, or not an int64
-        _shape_check(shape)  # raises the precise TypeError/ValueError
-        raise
+    except (TypeError, OverflowError):  # an entry that is no plain int (bool, numpy's), or huge
+        shape = _shape(shape)  # Python ints, or the precise TypeError/ValueError
+        cap = _py_empty(rh, dev, lp, shape, dt[5], stream)
     if cap is None:
         raise _lib.failed()
     return _tensor(cap, shape, dt, dev)
@@ -497,11 +592,18 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     shape = _shape(shape)
     dt = resolve(dtype)
     n = len(shape)
-    if offset < 0:
+    if type(offset) is int and offset < 0:
         raise ValueError(f"from_buffer_view: offset must be >= 0, got {offset}")
+    offset = _lib.cint(offset, _size_t, "from_buffer_view: offset")
     if strides is None:
         from .layout import RowMajor
         strides = RowMajor().strides(shape, dt) if n else ()
+    else:
+        strides = tuple(_lib.cint(s, _int64, f"from_buffer_view: strides[{i}]")
+                        for i, s in enumerate(strides))
+        if len(strides) != n:
+            raise ValueError(f"from_buffer_view: {len(strides)} strides for a shape of ndim "
+                             f"{n} ({shape}): expected one stride per dimension")
     out = _c_void_p()
     shp = (ctypes.c_int64 * max(n, 1))(*shape)
     st = (ctypes.c_int64 * max(n, 1))(*strides)

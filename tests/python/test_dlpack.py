@@ -2,6 +2,7 @@
 Zero copy is proven by pointer identity, and by values written on one side seen on the other."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -99,13 +100,72 @@ def test_copy_true_sets_is_copied_and_compacts():
     np.from_dlpack(p)[...] = 5
     a = np.from_dlpack(p, copy=True)
     assert a.ctypes.data != p.data_ptr and a.strides == (12, 4) and (a == 5).all()
-    stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
-    with devmm.using_memory_resource(stats):
+    cap = p.__dlpack__(max_version=(1, 0), copy=True)
+    assert versioned_head(cap).flags == IS_COPIED
+
+
+# review of #15, finding 12: the copy came from the device's current resource, not the tensor's
+def test_copy_true_comes_from_the_tensors_own_resource():
+    own = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    current = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    p = devmm.zeros((4, 3), "float32", resource=own)
+    with devmm.using_memory_resource(current):
         cap = p.__dlpack__(max_version=(1, 0), copy=True)
-        assert stats.current_bytes == 48  # the copy came from the current resource
-        assert versioned_head(cap).flags == IS_COPIED
-    del cap
-    assert stats.current_bytes == 0
+        c = p.copy()
+        assert own.current_count == 3 and current.current_count == 0
+    del cap, c
+    assert own.current_count == 1
+
+
+def test_copy_must_be_a_bool_or_none():
+    t = devmm.empty(3)
+    for bad in ("no", 0, 1, "False"):
+        with pytest.raises(TypeError, match="copy must be True, False or None"):
+            t.__dlpack__(copy=bad)
+
+
+# review of #15, finding 12: numpy's test_device expects ValueError for a device it cannot
+# serve, the Array API BufferError: DeviceExportError is both
+@pytest.mark.parametrize("kwargs", [dict(dl_device=(10, 0)), dict(dl_device=(2, 0), copy=False),
+                                    dict(dl_device=(1, 1))])
+def test_unservable_dl_device_is_a_buffer_and_value_error(kwargs):
+    t = devmm.empty(3)
+    with pytest.raises(ValueError):
+        t.__dlpack__(**kwargs)
+    with pytest.raises(BufferError) as e:
+        t.__dlpack__(**kwargs)
+    assert isinstance(e.value, devmm.DeviceExportError)
+
+
+@pytest.mark.parametrize("dl_device, exc, text", [
+    ((1, 2**32), OverflowError, "dl_device id = 4294967296 does not fit in 32 bits"),
+    ((2**32 + 1, 0), OverflowError, "dl_device type"),
+    ((1,), TypeError, "dl_device must be a (device_type, device_id) pair"),
+    ((1, 0, 0), TypeError, "dl_device must be a (device_type, device_id) pair"),
+    ("cpu", TypeError, "dl_device must be a (device_type, device_id) pair"),
+    ((2.0, 0), TypeError, "dl_device type must be an int"),
+])
+def test_bad_dl_device_is_refused(dl_device, exc, text):
+    # (1, 2**32) wrapped to cpu:0 in ctypes and went out as a copy
+    with pytest.raises(exc, match=re.escape(text)):
+        devmm.empty(3).__dlpack__(dl_device=dl_device)
+
+
+# review of #15, finding 10: pinned host memory is host memory: a CPU consumer gets it as it is
+def test_pinned_host_memory_goes_to_a_cpu_consumer_without_a_copy():
+    pinned = host_memory_labelled("cuda_host")
+    t = devmm.zeros((4, 4), "float32", resource=pinned)
+    assert t.__dlpack_device__() == (3, 0)
+    cap = t.__dlpack__(dl_device=(1, 0), copy=False, max_version=(1, 0))
+    head = versioned_head(cap)
+    dev = (ctypes.c_int32 * 2).from_address(ctypes.addressof(head) + 40)  # dl_tensor.device
+    assert head.data == t.data_ptr and tuple(dev) == (1, 0) and head.flags == 0
+    a = np.from_dlpack(t, device="cpu")
+    assert a.ctypes.data == t.data_ptr
+    a[...] = 3
+    assert (np.from_dlpack(t) == 3).all()
+    c = np.from_dlpack(t, device="cpu", copy=True)  # a copy still when asked for
+    assert c.ctypes.data != t.data_ptr and (c == 3).all()
 
 
 def test_dl_device_and_stream_rules():
@@ -116,6 +176,7 @@ def test_dl_device_and_stream_rules():
         t.__dlpack__(dl_device=(2, 0), copy=False)
     with pytest.raises(BufferError, match="cannot copy cpu memory to device"):
         t.__dlpack__(dl_device=(2, 0))
+    t.__dlpack__(dl_device=[1, 0])  # any pair
     with pytest.raises(ValueError, match="stream must be None for cpu"):
         t.__dlpack__(stream=1)
     with pytest.raises(TypeError, match="stream must be an int or None, got str"):
@@ -158,13 +219,17 @@ def test_readonly_view_is_readonly_in_numpy():
 def test_readonly_view_through_the_array_interface():
     b = devmm.Buffer(16)
     v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
-    assert v.__array_interface__["data"] == (v.data_ptr, True)
+    data = v.__array_interface__["data"]
+    assert memoryview(data).readonly and memoryview(data).nbytes == 16
     a = np.asarray(v)
     assert a.ctypes.data == v.data_ptr and not a.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         a[0] = 1.0
+    with pytest.raises(ValueError, match="cannot set WRITEABLE flag"):
+        a.flags.writeable = True  # numpy cannot make it writable again: its base says no
     w = devmm.from_buffer_view(b, (4,), "float32")
-    assert w.__array_interface__["data"] == (w.data_ptr, False) and np.asarray(w).flags.writeable
+    assert not memoryview(w.__array_interface__["data"]).readonly
+    assert np.asarray(w).flags.writeable
 
 
 @pytest.mark.parametrize("max_version", [None, (0, 8)])
@@ -183,11 +248,23 @@ def test_readonly_view_refuses_a_legacy_capsule(max_version):
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0, 2)])
 def test_size_zero_through_the_array_interface(shape):
     t = devmm.empty(shape, "float64")
-    ptr, readonly = t.__array_interface__["data"]
-    assert ptr != 0 and ptr % 64 == 0 and readonly is False  # numpy 1.24 reads 0 as a scalar
     a = np.asarray(t)
     assert a.shape == shape and a.size == 0 and a.dtype == np.float64
+    assert a.ctypes.data != 0 and a.ctypes.data % 64 == 0  # numpy 1.24 reads 0 as a scalar
+    assert memoryview(t.__array_interface__["data"]).nbytes == 0
     assert np.from_dlpack(t).shape == shape and t.data_ptr == 0
+
+
+# review of #15, finding 12: numpy 2's __array__ protocol says copy=False never copies
+def test_array_protocol_copy_rules():
+    t = devmm.zeros((2, 3), "float32")
+    assert t.__array__().ctypes.data == t.data_ptr
+    assert t.__array__(copy=False).ctypes.data == t.data_ptr
+    assert t.__array__(np.float32, copy=False).ctypes.data == t.data_ptr
+    assert t.__array__(copy=True).ctypes.data != t.data_ptr
+    assert t.__array__(np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="needs a copy, but copy=False"):
+        t.__array__(np.float64, copy=False)  # it copied silently
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
@@ -274,6 +351,33 @@ def test_jax_values_both_ways(jax):
     y = jax.numpy.arange(8.0, dtype="float32") * 2
     back = np.from_dlpack(y)  # and JAX -> the NumPy side, for symmetry of the check
     assert back[3] == 6.0
+
+
+# review of #15, finding 11: jnp.asarray(t) raised ValueError: JAX reads a .dtype only through
+# np.result_type, which in numpy 2 takes nothing but a numpy.dtype. __jax_array__ (JAX's
+# conversion protocol, JEP 28661) hands it the tensor through DLPack instead, zero-copy.
+def test_jax_numpy_takes_a_tensor_zero_copy(jax):
+    t = devmm.zeros((64,), "float32")
+    np.from_dlpack(t)[...] = np.arange(64)
+    x = jax.numpy.asarray(t)
+    assert x.unsafe_buffer_pointer() == t.data_ptr and x.dtype == jax.numpy.float32
+    assert float(jax.numpy.asarray(t).sum()) == sum(range(64))
+    b = devmm.zeros(8, "bfloat16")  # numpy has no bfloat16: DLPack does
+    assert jax.numpy.asarray(b).dtype == jax.numpy.bfloat16
+    assert t.dtype == "float32"  # the name, as before
+
+
+def test_jax_numpy_copies_a_readonly_tensor(jax):
+    # JAX asks __dlpack__ for a legacy capsule, which cannot say read-only: the export is
+    # refused, so __jax_array__ hands JAX a copy (api.md: t.copy() for jax.dlpack.from_dlpack)
+    b = devmm.Buffer(64)
+    np.frombuffer((ctypes.c_char * 64).from_address(b.ptr), np.float32)[...] = 2
+    v = devmm.from_buffer_view(b, (16,), "float32", readonly=True)
+    with pytest.raises(BufferError, match="read-only"):
+        jax.dlpack.from_dlpack(v)
+    x = jax.numpy.asarray(v)
+    assert float(x.sum()) == 32 and x.unsafe_buffer_pointer() != v.data_ptr
+    assert jax.dlpack.from_dlpack(v.copy()).shape == (16,)
 
 
 def test_jax_refuses_padded_strides_and_copy_fixes_it(jax):

@@ -24,9 +24,9 @@ _pyapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _USED = ctypes.c_char_p(b"used_dltensor_versioned")  # static for the capsule's lifetime
 
 
-# numpy keeps the object that had __array_interface__ (the Tensor) as the array's base and never
-# says when it is done with the memory, so the tensor itself holds the memory once it has handed
-# the interface out, exactly as an unreleased DLPack export does.
+# numpy keeps the interface's `data` object as the array's base when it is a buffer-protocol
+# object: each export is such an object (an ArrayExport) that holds the memory, exactly as an
+# unreleased DLPack export does, for as long as the arrays made from it live.
 @pytest.mark.parametrize("export", [np.from_dlpack, np.asarray], ids=["dlpack", "asarray"])
 def test_consumer_outlives_tensor_and_free(counting, export):
     c, r = counting
@@ -34,7 +34,7 @@ def test_consumer_outlives_tensor_and_free(counting, export):
     t = devmm.empty((1000,), "float32", resource=stats)
     a = export(t)
     if export is np.asarray:
-        assert a.base is t  # numpy keeps the tensor, nothing else
+        assert type(a.base).__name__ == "ArrayExport"  # numpy keeps the export, not the tensor
     t.buffer.free()
     del t
     gc.collect()
@@ -150,24 +150,118 @@ def cuda_double():
                                            name="host-memory-posing-as-cuda")
 
 
-def test_array_interface_hold_ends_with_the_tensor(counting):
+def test_array_interface_hold_ends_with_the_array(counting):
     c, r = counting
     t = devmm.empty((10,), "int64", resource=r)
     u = devmm.empty((10,), "int64", resource=r)
     u.buffer.free()
     assert c.frees == 1  # never exported: free() gives the memory back at once
-    assert np.asarray(t).shape == (10,)  # exported once; the array is gone at once
+    a = np.asarray(t)
+    v = a[::2]  # a view of the array keeps the same export
+    del a
     t.buffer.free()
-    assert c.frees == 1  # the tensor that handed out the interface holds it ...
-    del t
     gc.collect()
-    assert c.frees == 2  # ... until it goes
+    assert c.frees == 1  # the view still holds it ...
+    del v
+    gc.collect()
+    assert c.frees == 2  # ... and the memory goes with the last array, the tensor still alive
+    assert t.buffer.freed and t.data_ptr == 0
+
+
+# review of #15, finding 4: any look at __array_interface__ held the memory until the tensor died
+@pytest.mark.parametrize("look", [
+    lambda t: hasattr(t, "__array_interface__"),
+    lambda t: t.__array_interface__["shape"],
+    lambda t: np.asarray(t).sum(),
+    lambda t: [np.asarray(t) for _ in range(3)],
+], ids=["hasattr", "getitem", "temporary-array", "three-arrays"])
+def test_a_look_at_the_array_interface_holds_nothing(look):
+    stats = devmm.StatisticsAdaptor(MallocMemoryResource())
+    t = devmm.empty((1 << 16,), "uint8", resource=stats)
+    look(t)
+    t.buffer.free()
+    assert stats.current_bytes == 0  # given back now, the tensor still alive
+    assert not hasattr(t, "__array_interface__")
+
+
+# review of #15, finding 5: a probe after free() raised DevmmStateError instead of answering
+def test_probes_after_free_say_absent(cuda_double):
+    _, cuda = cuda_double
+    host, device = devmm.empty(8, "float32"), devmm.empty(8, "float32", resource=cuda)
+    for t in (host, device):
+        t.buffer.free()
+        assert not hasattr(t, "__array_interface__")
+        assert getattr(t, "__array_interface__", None) is None
+        assert not hasattr(t, "__cuda_array_interface__")
+    with pytest.raises(BufferError, match="was freed"):  # numpy then asks __array__
+        np.asarray(host)
+
+
+# review of #15, finding 1: np.asarray(t) on one thread, t.buffer.free() on another: the hold
+# was taken in one call and the address read in another (a ctypes call that lets go of the
+# GIL), NULL once the owner had freed it, and numpy got a 128-byte placeholder as the data of a
+# 32 KiB array. The export must either refuse (BufferError) or carry the memory it holds.
+def test_array_interface_racing_free_gets_its_memory_or_nothing():
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    wrong = refused = 0
+    try:
+        for _ in range(3000):
+            t = devmm.empty(4096, "float64")
+            ptr = t.data_ptr
+            bar = threading.Barrier(2)
+            got = []
+
+            def export():
+                bar.wait()
+                try:
+                    got.append(np.asarray(t))
+                except BufferError:
+                    got.append(None)
+
+            def free():
+                bar.wait()
+                t.buffer.free()
+
+            threads = [threading.Thread(target=export), threading.Thread(target=free)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+            if got[0] is None:
+                refused += 1
+            elif got[0].ctypes.data != ptr:
+                wrong += 1
+    finally:
+        sys.setswitchinterval(old)
+    assert wrong == 0, f"{wrong} arrays of 3000 got another address than their tensor's"
+    assert refused < 3000
+
+
+# review of #15, finding 3: a tensor, buffer, array or resource of a Python-defined resource
+# dying while an exception propagates: the destructor called the deallocate callback with the
+# exception pending, so the callback failed (the allocation leaked) and the exception became
+# "SystemError: error return without exception set"
+@pytest.mark.parametrize("make", [
+    lambda r: devmm.empty(4, resource=r),
+    lambda r: devmm.Buffer(64, resource=r),
+    lambda r: np.from_dlpack(devmm.empty(4, resource=r)),
+    lambda r: np.asarray(devmm.empty(4, resource=r)),
+    lambda r: devmm.from_buffer_view(devmm.Buffer(64, resource=r), (4,), "float32"),
+    lambda r: devmm.CallbackMemoryResource(lambda n, a, s: 64, lambda *a: None, name="short"),
+], ids=["tensor", "buffer", "dlpack-array", "asarray-array", "view", "resource"])
+def test_dying_while_an_exception_propagates(counting, make):
+    c, r = counting
+    with pytest.raises(IndexError, match="list index out of range"):
+        [make(r) for _ in range(1)][5]  # the list dies with the IndexError pending
+    gc.collect()
+    assert c.frees == c.allocs  # the deallocate callback ran, and succeeded
 
 
 def test_array_interface_after_free_is_refused():
     t = devmm.empty(4)
     t.buffer.free()
-    with pytest.raises(BufferError, match="was freed"):
+    with pytest.raises(devmm.BufferFreedError, match="was freed"):
         np.asarray(t)
 
 
