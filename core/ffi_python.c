@@ -468,8 +468,11 @@ static pyobject *f_buffer(pyobject *self, pyobject *const *args, py_ssize_t narg
   return own(b, buffer_name, buffer_capsule_free, undo_buffer);
 }
 
-/* hold(capsule) -> a capsule holding the memory of the tensor's or buffer's buffer until it
- * goes (as an export does), or None when the owner freed it already (devmm's error set) */
+/* hold(capsule) -> (hold capsule, address): a capsule holding the memory of the tensor's or
+ * buffer's buffer until it goes (as an export does), and the address of that memory (a
+ * tensor's element 0; 0 for a tensor with no elements), both taken in one step: read after the
+ * hold, from the buffer itself, so a free() on another thread cannot come in between. None
+ * when the owner freed it already (devmm's error set). */
 static pyobject *f_hold(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
   devmm_buffer *b = arity(nargs, 1, "hold") ? buffer_of(args[0], "hold") : NULL;
@@ -477,7 +480,23 @@ static pyobject *f_hold(pyobject *self, pyobject *const *args, py_ssize_t nargs)
     return NULL;
   if (devmm_buffer_acquire(b) != DEVMM_OK)
     return none_ref();
-  return own(b, hold_name, hold_capsule_free, undo_hold);
+  char *p = devmm__buffer_held_ptr(b);
+  if (py.capsule_is_valid(args[0], tensor_name)) {
+    devmm_tensor *t = py.capsule_get_pointer(args[0], tensor_name);
+    p = devmm_tensor_size(t) ? p + devmm_tensor_byte_offset(t) : NULL;
+  }
+  pyobject *cap = own(b, hold_name, hold_capsule_free, undo_hold);
+  pyobject *addr = cap ? py.from_void_ptr(p) : NULL, *out = addr ? py.tuple_new(2) : NULL;
+  if (!out) {
+    if (addr)
+      py.decref(addr);
+    if (cap)
+      py.decref(cap);
+    return NULL;
+  }
+  py.tuple_set_item(out, 0, cap);
+  py.tuple_set_item(out, 1, addr);
+  return out;
 }
 
 /* ---------------------------------------------------------------- array-interface exports
@@ -561,6 +580,11 @@ static pyobject *f_array_export(pyobject *self, pyobject *const *args, py_ssize_
   if (!t || (!export_type && !(export_type = py.type_from_spec(&export_spec))))
     return NULL;
   devmm_buffer *b = devmm_tensor_buffer(t);
+  if (!devmm_device_host_accessible(devmm_buffer_device(b))) {
+    devmm_set_error(DEVMM_EINVAL, "array_export: %s memory is not host memory",
+                    devmm_resource_name(devmm_buffer_resource(b)));
+    return none_ref();
+  }
   if (devmm_buffer_acquire(b) != DEVMM_OK)
     return none_ref();
   array_export *e = (array_export *)py.generic_alloc(export_type, 0);

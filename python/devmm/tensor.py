@@ -386,12 +386,12 @@ class Tensor:
         if self._dt.name not in _TYPESTR:
             raise AttributeError(f"__cuda_array_interface__: dtype {self._dt.name} has no "
                                  f"array-interface type: use DLPack")
-        held = _py_hold(self._cap)
+        held = _py_hold(self._cap)  # the hold and the address in one step
         if held is None:
             raise AttributeError(f"__cuda_array_interface__: {_lib.last_error().decode()}")
-        self._held = held
+        self._held = held[0]
         h = self._h
-        d = self._iface((_lib.tensor_data(h) or 0, bool(_lib.tensor_readonly(h))))
+        d = self._iface((held[1] or 0, bool(_lib.tensor_readonly(h))))
         stream = _lib.buffer_stream(_lib.tensor_buffer(h))
         d["stream"] = stream if stream else None
         return d
