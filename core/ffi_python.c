@@ -63,6 +63,7 @@ static struct {
   pyobject *(*from_unsigned_long_long)(unsigned long long);
   pyobject *(*object_type)(pyobject *);
   pyobject *(*call_object)(pyobject *, pyobject *);
+  int (*is_true)(pyobject *);
   void (*err_clear)(void);
   void (*err_fetch)(pyobject **, pyobject **, pyobject **);
   void (*err_restore)(pyobject *, pyobject *, pyobject *);
@@ -77,6 +78,7 @@ static struct {
   pyobject **overflow_error;                                   /* &PyExc_OverflowError */
   pyobject **value_error;                                      /* &PyExc_ValueError */
   pyobject *long_type, *bool_type, *tuple_type, *capsule_type; /* &PyLong_Type, ... */
+  pyobject *bool_true;                                         /* &_Py_TrueStruct */
   /* optional (3.12+): the pending exception as one object */
   pyobject *(*err_get_raised)(void);
   void (*err_set_raised)(pyobject *);
@@ -112,6 +114,7 @@ static const struct {
     SYM(from_unsigned_long_long, "PyLong_FromUnsignedLongLong"),
     SYM(object_type, "PyObject_Type"),
     SYM(call_object, "PyObject_CallObject"),
+    SYM(is_true, "PyObject_IsTrue"),
     SYM(err_clear, "PyErr_Clear"),
     SYM(err_fetch, "PyErr_Fetch"),
     SYM(err_restore, "PyErr_Restore"),
@@ -129,6 +132,7 @@ static const struct {
     SYM(bool_type, "PyBool_Type"),
     SYM(tuple_type, "PyTuple_Type"),
     SYM(capsule_type, "PyCapsule_Type"),
+    SYM(bool_true, "_Py_TrueStruct"),
 #undef SYM
 };
 
@@ -340,8 +344,9 @@ static devmm_buffer *buffer_of(pyobject *cap, const char *fn) {
     return devmm_tensor_buffer(py.capsule_get_pointer(cap, tensor_name));
   if (type_of(cap) == py.capsule_type && py.capsule_is_valid(cap, buffer_name))
     return py.capsule_get_pointer(cap, buffer_name);
-  py.err_set_string(*py.type_error, "expected a \"devmm.tensor\" or \"devmm.buffer\" capsule");
-  (void)fn;
+  char msg[128];
+  snprintf(msg, sizeof msg, "%s(): expected a \"devmm.tensor\" or \"devmm.buffer\" capsule", fn);
+  py.err_set_string(*py.type_error, msg);
   return NULL;
 }
 
@@ -423,9 +428,14 @@ static pyobject *f_handle(pyobject *self, pyobject *const *args, py_ssize_t narg
   (void)self;
   if (!arity(nargs, 1, "handle"))
     return NULL;
-  void *p = type_of(args[0]) == py.capsule_type && py.capsule_is_valid(args[0], tensor_name)
-                ? py.capsule_get_pointer(args[0], tensor_name)
-                : capsule_arg(args[0], buffer_name, "handle");
+  void *p = NULL;
+  if (type_of(args[0]) == py.capsule_type && py.capsule_is_valid(args[0], tensor_name))
+    p = py.capsule_get_pointer(args[0], tensor_name);
+  else if (type_of(args[0]) == py.capsule_type && py.capsule_is_valid(args[0], buffer_name))
+    p = py.capsule_get_pointer(args[0], buffer_name);
+  else
+    py.err_set_string(*py.type_error,
+                      "handle(): expected a \"devmm.tensor\" or \"devmm.buffer\" capsule");
   return p ? py.from_void_ptr(p) : NULL;
 }
 
@@ -616,13 +626,16 @@ static pyobject *f_array_export(pyobject *self, pyobject *const *args, py_ssize_
 static pyobject *f_dlpack(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
   static const char fn[] = "dlpack";
-  long long flags, versioned, as_cpu = 0;
+  long long flags;
   if (nargs != 4 && !arity(nargs, 3, fn))
     return NULL;
   devmm_tensor *t = tensor_of(args[0], fn);
-  if (!t || !int_in(args[1], 0, INT64_MAX, 0, &flags, fn, "flags", "an int in [0, 2**63)") ||
-      !int_in(args[2], 0, 1, 1, &versioned, fn, "versioned", "a bool") ||
-      (nargs == 4 && !int_in(args[3], 0, 1, 1, &as_cpu, fn, "as_cpu", "a bool")))
+  if (!t || !int_in(args[1], 0, INT64_MAX, 0, &flags, fn, "flags", "an int in [0, 2**63)"))
+    return NULL;
+  /* flags by truth value: max_version[0] >= 1 may be a numpy bool */
+  int versioned = args[2] == py.bool_true ? 1 : py.is_true(args[2]);
+  int as_cpu = nargs == 4 ? py.is_true(args[3]) : 0;
+  if (versioned < 0 || as_cpu < 0)
     return NULL;
   devmm_device d = devmm_buffer_device(devmm_tensor_buffer(t));
   if (as_cpu && d.device_type != DEVMM_DEVICE_CPU && d.device_type != DEVMM_DEVICE_CUDA_HOST &&

@@ -26,19 +26,24 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
 DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
 /* A CPython built-in function (a new reference) named name, made with CPython's stable ABI
  * found at run time (libdevmm never links Python); None, with devmm_last_error() set, for an
- * unknown name. Call it with the GIL held (ctypes.PyDLL). The built-ins (ADR 12) take and
- * return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold",
+ * unknown name. Call it with the GIL held (ctypes.PyDLL). The built-ins (ADR 12, ADR 24) take
+ * and return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold",
  * "devmm.resource"):
- *   empty(resource|None, (device_type, device_id), layout address|None, shape tuple,
+ *   empty(resource|None, (device_type, device_id), layout address|None, shape tuple of ints,
  *         packed dtype, stream|None) -> tensor capsule | None  (devmm_ffi_tensor_empty)
  *   own_tensor(address), own_buffer(address), own_resource(address) -> capsule that takes
  *   the object (or reference) over
  *   handle(capsule), buffer_of(capsule) -> address;  buffer_free(capsule) -> None
- *   hold(capsule) -> capsule holding the buffer's memory (like an export) | None once freed
- *   dlpack(tensor capsule, flags, versioned) -> "dltensor[_versioned]" capsule | None
+ *   buffer(resource, nbytes, alignment, stream|None) -> buffer capsule aligned as tensors are
+ *   hold(capsule) -> (capsule holding the memory like an export, its address) | None once freed
+ *   array_export(tensor capsule) -> devmm.ArrayExport (a buffer-protocol object holding the
+ *         memory, for __array_interface__'s data) | None once freed
+ *   dlpack(tensor capsule, flags, versioned[, as_cpu]) -> "dltensor[_versioned]" capsule | None
+ *   callbacks(allocate, deallocate) -> (alloc_fn, free_fn, destroy_fn, user): C trampolines
+ *         calling two Python functions, for devmm_callback_resource_create
  *   constants() -> {name: value} of devmm's C constants
- * None means devmm failed: devmm_last_status()/devmm_last_error() say why. Python exceptions
- * (TypeError, OverflowError) are raised for arguments of the wrong type. */
+ * None means devmm failed: devmm_last_status()/devmm_last_error() say why. Arguments of the
+ * wrong type or range raise TypeError/OverflowError; addresses are trusted as given. */
 DEVMM_API void *devmm_ffi_python_function(const char *name);
 
 /* PyTorch's CUDAPluggableAllocator interface (torch.cuda.memory.CUDAPluggableAllocator(

@@ -544,7 +544,10 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     try:
         cap = _py_empty(rh, dev, lp, shape, dt[5], stream)
     except (TypeError, OverflowError):  # an entry that is no plain int (bool, numpy's), or huge
-        shape = _shape(shape)  # Python ints, or the precise TypeError/ValueError
+        try:
+            shape = _shape(shape)  # Python ints, or the precise TypeError/ValueError
+        except (TypeError, ValueError) as e:
+            raise e from None  # C's terse complaint is no part of the story
         cap = _py_empty(rh, dev, lp, shape, dt[5], stream)
     if cap is None:
         raise _lib.failed()

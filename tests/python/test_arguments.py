@@ -163,8 +163,8 @@ BUILTIN_CALLS = [
     ("py_dlpack(devmm.Buffer(8)._cap, 0, 1)", TypeError, "capsule"),
     ("py_dlpack(T._cap, 'x', 1)", TypeError, "flags must be an int"),
     ("py_dlpack(T._cap, -1, 1)", OverflowError, "flags must be"),
-    ("py_dlpack(T._cap, 0, None)", TypeError, "versioned must be an int"),
-    ("py_dlpack(T._cap, 0, 2)", OverflowError, "versioned must be a bool"),
+    ("py_dlpack(T._cap, 0)", TypeError, "dlpack() takes 3 arguments (2 given)"),
+    ("py_dlpack(T._cap, 0, 1, 1, 1)", TypeError, "dlpack() takes 3 arguments (5 given)"),
     ("py_buffer(devmm.get_current_device_resource()._h, -1, 0, None)", OverflowError,
      "nbytes must be"),
 ]
