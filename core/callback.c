@@ -16,6 +16,7 @@ typedef struct {
 static atomic_int disabled;
 
 void devmm_callbacks_disable(void) { atomic_store(&disabled, 1); }
+int devmm__callbacks_enabled(void) { return !atomic_load(&disabled); }
 
 static int cb_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
                        void **out) {

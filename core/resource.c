@@ -145,7 +145,11 @@ int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stre
     *out = NULL;
     return DEVMM_OK;
   }
-  return r->ops.allocate(r, bytes, alignment, stream, out);
+  int rc = r->ops.allocate(r, bytes, alignment, stream, out);
+  /* the outermost call explains a refusal once (adaptors call their upstream's ops directly) */
+  if (DEVMM__UNLIKELY(rc == DEVMM_ENOMEM))
+    return devmm__explain_oom(r, bytes, alignment);
+  return rc;
 }
 
 int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
