@@ -27,6 +27,7 @@ _LAZY = {
     "FailureCallbackAdaptor": "adaptors", "LimitingAdaptor": "adaptors",
     "LoggingAdaptor": "adaptors", "StatisticsAdaptor": "adaptors",
     "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors",
+    "snapshot": "timeline", "profile": "profile",
 }
 
 
@@ -35,7 +36,8 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'devmm' has no attribute '{name}'")
     import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    mod = importlib.import_module(f".{module}", __name__)
+    value = mod if name == module else getattr(mod, name)  # devmm.profile is its module
     globals()[name] = value
     return value
 
@@ -52,8 +54,8 @@ __all__ = [
     "LimitingAdaptor", "LoggingAdaptor", "MemoryResource", "OutOfMemoryError", "PluginError",
     "RowMajor", "StatisticsAdaptor", "Strided", "Tensor", "ThreadSafeAdaptor",
     "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
-    "info", "init", "plugins", "set_current_device_resource", "using_memory_resource",
-    "version", "zeros",
+    "info", "init", "plugins", "profile", "set_current_device_resource", "snapshot",
+    "using_memory_resource", "version", "zeros",
 ]
 
 # Python-defined resources must never be entered once the interpreter is going away.

@@ -127,6 +127,10 @@ class LimitingAdaptor(MemoryResource):
     Traceback (most recent call last):
     ...
     devmm.errors.OutOfMemoryError: out of memory: allocating 2000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 1000 bytes (0 bytes in use)
+      request: 1.95 KiB (2000 bytes) on cpu through limiting(cpu.malloc)
+      devmm on cpu: 0 B in use through limiting(cpu.malloc) (peak unknown: no statistics adaptor in the stack)
+      device: 1000 B free of 1000 B
+      (a tracking adaptor in the stack would list the largest live allocations)
     """
 
     __slots__ = ()
@@ -149,7 +153,9 @@ class LimitingAdaptor(MemoryResource):
 
 class TrackingAdaptor(MemoryResource):
     """Records every live allocation: find the allocation containing any address, list the
-    outstanding ones (with backtraces when ``backtraces=True``).
+    outstanding ones (with C backtraces when ``backtraces=True``, with the allocating Python
+    stack, at most ``python_stack`` frames, when it is > 0). ``history=N`` keeps the last N
+    allocate/free events for :func:`devmm.snapshot` timelines.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -162,9 +168,15 @@ class TrackingAdaptor(MemoryResource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: MemoryResource, backtraces: bool = False) -> None:
+    def __init__(self, upstream: MemoryResource, backtraces: bool = False,
+                 python_stack: int = 0, history: int = 0) -> None:
         up = _upstream(upstream)
-        super().__init__(_new(_lib.tracking_adaptor_create, up._h, 1 if backtraces else 0), up)
+        if python_stack or history:  # the options (devmm._pystack); none of their cost otherwise
+            from ._pystack import create
+            h = create(up._h, backtraces, python_stack, history)
+        else:
+            h = _new(_lib.tracking_adaptor_create, up._h, 1 if backtraces else 0)
+        super().__init__(h, up)
 
     @property
     def outstanding(self) -> tuple[int, int]:
@@ -174,14 +186,20 @@ class TrackingAdaptor(MemoryResource):
         return c.value, b.value
 
     def lookup(self, address: int) -> dict:
-        """The live allocation containing address (KeyError if none)."""
+        """The live allocation containing address (KeyError if none); ``python_stack`` lists
+        ``(file, line, function)`` innermost first when Python stacks are recorded."""
         info = _lib.AllocationInfo()
         rc = _lib.tracking_lookup(self._h, address, ctypes.byref(info))
         if rc:
             raise KeyError(_lib.last_error().decode())
+        stack = []
+        if info.tag:
+            from ._pystack import stack_of
+            stack = stack_of(info.tag)
         return {"ptr": info.ptr, "bytes": info.bytes, "alignment": info.alignment,
                 "stream": info.stream, "thread_id": info.thread_id,
-                "frames": [info.frames[i] for i in range(info.nframes)]}
+                "frames": [info.frames[i] for i in range(info.nframes)],
+                "time_ns": info.time_ns, "python_stack": stack}
 
     def report(self) -> str:
         """A human-readable list of the live allocations."""
@@ -244,6 +262,10 @@ class FailureCallbackAdaptor(MemoryResource):
     Traceback (most recent call last):
     ...
     devmm.errors.OutOfMemoryError: out of memory: allocating 1000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 100 bytes (0 bytes in use) (failure callback gave up after 3 attempts)
+      request: 1000 B (1000 bytes) on cpu through failure_callback(limiting(cpu.malloc))
+      devmm on cpu: 0 B in use through limiting(cpu.malloc) (peak unknown: no statistics adaptor in the stack)
+      device: 100 B free of 100 B
+      (a tracking adaptor in the stack would list the largest live allocations)
     """
 
     __slots__ = ()
