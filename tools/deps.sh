@@ -12,6 +12,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-numpy python3-torch     # legacy-DLPack consumers (numpy 1.24, torch 1.13)
   python3-pytest
   clang libclang-rt-14-dev valgrind                    # sanitizers, fuzzing, valgrind
+  chromium                                             # the timeline's browser test (headless)
 )
 
 missing=()
