@@ -23,7 +23,7 @@ def best(stmt, globs, number, repeat=7):
     return min(t) / number * 1e9
 
 
-def interleaved(cases, number, rounds=9):
+def interleaved(cases, number, rounds=25):
     """The best ns per run of each (name, stmt, globals, setup context) case, measured in
     alternation so that a noisy machine slows all of them alike."""
     best_ns = {}
@@ -42,7 +42,7 @@ def profile():
     devmm.set_current_device_resource(base)
     import contextlib
     g = {"devmm": devmm}
-    n = 20000
+    n = 10000
     stmt = "t = devmm.empty((256,), 'float32'); del t"
     stats = devmm.StatisticsAdaptor(base)
     # the same Python path both ways: a scoped current resource that is a statistics adaptor
@@ -74,7 +74,7 @@ def profile():
                          ("profiled", "profiled()", g, contextlib.nullcontext)], 5000)
     plain_ns, call_ns = calls["plain"], calls["profiled"]
     print(f"  a call of an empty profiled function               {call_ns:8.0f} ns   "
-          f"(plain call {plain_ns:.0f} ns; push, pop, adaptor and scope per outermost call)")
+          f"(plain call {plain_ns:.0f} ns; a new statistics adaptor made current, read at the end)")
     # Python stacks in tracking: off (the default) vs on, through the same tracking adaptor kind
     off = devmm.TrackingAdaptor(base)
     on = devmm.TrackingAdaptor(base, python_stack=8)

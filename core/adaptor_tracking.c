@@ -167,8 +167,14 @@ static frames *capture_frames(void) {
     return NULL;
   int n = backtrace(raw, DEVMM_TRACKING_MAX_FRAMES + 8), skip = 0;
   pthread_once(&self_once, init_self);
-  while (skip < n - 1 && (uintptr_t)raw[skip] >= self_lo && (uintptr_t)raw[skip] < self_hi)
+#define IN_SELF(pc) ((uintptr_t)(pc) >= self_lo && (uintptr_t)(pc) < self_hi)
+  while (skip < n && !IN_SELF(raw[skip])) /* a sanitizer's backtrace interceptor */
     skip++;
+  if (skip == n)
+    skip = 0;
+  while (skip < n - 1 && IN_SELF(raw[skip]))
+    skip++;
+#undef IN_SELF
   bt->n = n - skip < DEVMM_TRACKING_MAX_FRAMES ? n - skip : DEVMM_TRACKING_MAX_FRAMES;
   memcpy(bt->pc, raw + skip, sizeof(void *) * (size_t)bt->n);
   return bt;

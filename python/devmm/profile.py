@@ -21,13 +21,12 @@ devmm memory profile, by peak bytes
 >>> devmm.profile.records()["step"].peak_bytes
 4000
 
-How it works: each block pushes a scope on a statistics adaptor (``StatisticsAdaptor.push``)
-and pops it at its end, which gives the block's own peak, totals and counts; an outer block's
-figures include its inner blocks'. The adaptor is the block's own thread's (or asyncio task's):
-the outermost block of a thread wraps the resource it profiles (``resource=``, or the current
-resource of ``device``, default cpu) in a new StatisticsAdaptor and makes it the current one
-for the block with :func:`devmm.using_memory_resource`, a ``ContextVar``: per thread and per
-task. So two threads profiling at once never count each other's allocations, and nested blocks
+How it works: the outermost block of a thread (or asyncio task) wraps the resource it profiles
+(``resource=``, or the current resource of ``device``, default cpu) in a new StatisticsAdaptor
+and makes it the current one for the block with :func:`devmm.using_memory_resource`, a
+``ContextVar``: per thread and per task. The adaptor's figures are the block's. Each nested
+block pushes a scope on that adaptor (``StatisticsAdaptor.push``) and pops it at its end, which
+gives its own peak, totals and counts; an outer block's figures include its inner blocks'. So two threads profiling at once never count each other's allocations, and nested blocks
 push and pop in order on one adaptor. A free on another thread still returns through the
 allocating thread's adaptor (a buffer remembers its resource). Seen are the allocations that ask
 devmm for the current resource (:func:`devmm.empty`, :class:`devmm.Buffer`, CuPy's
@@ -183,13 +182,13 @@ def _enter(resource, device) -> tuple:
         frame.scope = _using(frame.adaptor)
         frame.scope.__enter__()
         st.frames[h] = st.frames[frame.adaptor._h] = frame
-    try:
-        frame.adaptor.push()
-    except BaseException:
-        _close(st, frame)
-        if token is not None:
-            _STATE.reset(token)
-        raise
+    if frame.depth:  # a nested block: a scope of its own (the outermost has the whole adaptor)
+        try:
+            frame.adaptor.push()
+        except BaseException:
+            if token is not None:
+                _STATE.reset(token)
+            raise
     frame.depth += 1
     return frame, token
 
@@ -204,7 +203,7 @@ def _close(st: _State, frame: _Frame) -> None:
 def _exit(name: str, frame: _Frame, token) -> None:
     st = _STATE.get()
     try:
-        s = frame.adaptor.pop()
+        s = frame.adaptor.pop() if frame.depth > 1 else frame.adaptor.statistics
     finally:
         frame.depth -= 1
         _close(st, frame)

@@ -380,7 +380,11 @@ def test_snapshot_of_a_tracking_adaptor():
     top = snap.largest_at_peak()
     assert [x["bytes"] for x in top] == [800, 400, 200]
     assert top[0]["stack"][0].endswith(" in allocate_here")
-    del b, c, d
+    other = devmm.TrackingAdaptor(MallocMemoryResource(), history=10)
+    x = allocate_here(other, 5)
+    two = devmm.snapshot(tr, other).aggregate()["devices"]  # one panel per resource
+    assert [d["peak"]["bytes"] for d in two] == [1400, 5]
+    del b, c, d, x
     with pytest.raises(LookupError, match="no tracking adaptor in 'cpu.malloc'"):
         devmm.snapshot(MallocMemoryResource())
     plain = devmm.TrackingAdaptor(MallocMemoryResource())
