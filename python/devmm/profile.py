@@ -23,8 +23,9 @@ devmm memory profile, by peak bytes
 
 How it works: the outermost block of a thread (or asyncio task) wraps the resource it profiles
 (``resource=``, or the current resource of ``device``, default cpu) in a new StatisticsAdaptor
-and makes it the current one for the block with :func:`devmm.using_memory_resource`, a
-``ContextVar``: per thread and per task. The adaptor's figures are the block's. Each nested
+and makes it the current resource of that device for the block, through the ``ContextVar`` of
+:func:`devmm.using_memory_resource`: per thread and per task. (Allocations that named no device
+keep going where they went; ``resource=r`` makes ``r`` its device's resource in the block.) The adaptor's figures are the block's. Each nested
 block pushes a scope on that adaptor (``StatisticsAdaptor.push``) and pops it at its end, which
 gives its own peak, totals and counts; an outer block's figures include its inner blocks'. So two threads profiling at once never count each other's allocations, and nested blocks
 push and pop in order on one adaptor. A free on another thread still returns through the
@@ -144,7 +145,24 @@ _STATE: ContextVar = ContextVar("devmm_profile", default=None)
 
 from .adaptors import StatisticsAdaptor as _Statistics  # noqa: E402 (this module loads lazily)
 from .resource import get_current_device_resource as _current  # noqa: E402
-from .resource import using_memory_resource as _using  # noqa: E402
+from .resource import _scoped  # noqa: E402
+
+
+def _install(adaptor, base):
+    """Makes adaptor the current resource of base's device for this thread or task, and of
+    device-less allocations only where those went to base: the profiled program allocates from
+    the same resources as without the profile. Returns the ContextVar token."""
+    cur = _scoped.get()
+    new = dict(cur)
+    new[adaptor._devkey] = adaptor
+    if None in cur:
+        if getattr(cur[None], "_h", None) == base._h:
+            new[None] = adaptor
+    elif adaptor._devkey == (1, 0):  # no scope: device-less allocations go to cpu
+        new[None] = adaptor
+    else:
+        new[None] = _current("cpu")
+    return _scoped.set(new)
 
 
 def _owner() -> tuple:
@@ -179,8 +197,7 @@ def _enter(resource, device) -> tuple:
         frame.adaptor = _Statistics(base)
         frame.base = h
         frame.depth = 0
-        frame.scope = _using(frame.adaptor)
-        frame.scope.__enter__()
+        frame.scope = _install(frame.adaptor, base)
         st.frames[h] = st.frames[frame.adaptor._h] = frame
     if frame.depth:  # a nested block: a scope of its own (the outermost has the whole adaptor)
         try:
@@ -195,7 +212,7 @@ def _enter(resource, device) -> tuple:
 
 def _close(st: _State, frame: _Frame) -> None:
     if frame.depth == 0:
-        frame.scope.__exit__(None, None, None)
+        _scoped.reset(frame.scope)
         st.frames.pop(frame.base, None)
         st.frames.pop(frame.adaptor._h, None)
 

@@ -144,6 +144,26 @@ def test_profile_explicit_resource_and_device():
     assert devmm.profile.records()[names[0]].total_bytes == 8
 
 
+def test_profile_does_not_move_allocations(counting):
+    """A profile block makes its adaptor the current resource of the profiled device only:
+    allocations for other devices and device-less ones go where they went without it."""
+    c, _ = counting
+    pinned = devmm.CallbackMemoryResource(c.allocate, c.deallocate,
+                                          device="cuda_host", name="pinned")
+    outer = devmm.StatisticsAdaptor(MallocMemoryResource())
+    with devmm.using_memory_resource(outer):
+        with devmm.profile("pinned", resource=pinned) as stats:
+            a = devmm.empty(10, "int8")                       # device-less: still outer's
+            b = devmm.empty(20, "int8", device="cuda_host")   # the profiled device
+        assert outer.total_bytes == 10 and stats.total_bytes == 20 and c.allocs == 1
+        assert (a.device, b.device) == ("cpu", "cuda_host:0")
+        with devmm.profile("outer's own"):                    # cpu's current is outer here
+            devmm.empty(5, "int8")
+        assert outer.total_bytes == 15
+    assert devmm.profile.records()["outer's own"].total_bytes == 5
+    del a, b
+
+
 def test_profile_records_a_block_that_raises():
     with pytest.raises(ZeroDivisionError):
         with devmm.profile("boom"):
