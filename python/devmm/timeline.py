@@ -90,10 +90,11 @@ class Snapshot:
     """Timelines of one or more devices, ready to be drawn (see :func:`snapshot`,
     :func:`from_log`)."""
 
-    def __init__(self, traces: list, stacks: list, title: str) -> None:
+    def __init__(self, traces: list, stacks: list, title: str, shared_clock: bool = False) -> None:
         self.traces = traces
         self.stacks = stacks   # each a list of text lines, innermost first
         self.title = title
+        self.shared_clock = shared_clock  # one time axis for all devices (a snapshot's)
         self._agg: dict = {}
 
     # ------------------------------------------------------------------ figures
@@ -102,8 +103,13 @@ class Snapshot:
         """What the page and the SVG draw, as plain data (see the module's docstring)."""
         key = (detail, buckets, top, budget)
         if key not in self._agg:
+            origin = None
+            if self.shared_clock:
+                firsts = [t.times[0] for t in self.traces if t.times]
+                firsts += [t.failures[0][0] for t in self.traces if t.failures]
+                origin = min(firsts, default=None)
             self._agg[key] = {"title": self.title, "stacks": self.stacks,
-                              "devices": [_aggregate(t, detail, buckets, top, budget)
+                              "devices": [_aggregate(t, detail, buckets, top, budget, origin)
                                           for t in self.traces]}
         return self._agg[key]
 
@@ -152,7 +158,8 @@ def _write(path: str, text: str) -> None:
 
 # ----------------------------------------------------------------------------- aggregation
 
-def _aggregate(tr: Trace, detail: int, buckets: int, top: int, budget: int) -> dict:
+def _aggregate(tr: Trace, detail: int, buckets: int, top: int, budget: int,
+               origin: Optional[int] = None) -> dict:
     times, order, nbytes = tr.times, tr.order, tr.nbytes
     n = len(nbytes)
     t_begin = times[0] if times else 0
@@ -160,6 +167,8 @@ def _aggregate(tr: Trace, detail: int, buckets: int, top: int, budget: int) -> d
     if tr.failures:
         t_begin = min(t_begin, tr.failures[0][0]) if times else tr.failures[0][0]
         t_end = max(t_end, tr.failures[-1][0])
+    if origin is not None and origin < t_begin:  # devices drawn on one time axis
+        t_begin = origin
     span = max(t_end - t_begin, 1)
     exact = len(order) <= 2 * buckets  # few events: the envelope is the exact total
     nb = max(1, buckets)
@@ -358,7 +367,7 @@ def snapshot(*resources, title: Optional[str] = None) -> Snapshot:
         h = _find_tracking(r)
         traces.append(_trace_of(h, stacks, stack_ids))
     names = ", ".join(t.name for t in traces)
-    return Snapshot(traces, stacks, title or f"memory timeline of {names}")
+    return Snapshot(traces, stacks, title or f"memory timeline of {names}", shared_clock=True)
 
 
 def _find_tracking(resource) -> int:
