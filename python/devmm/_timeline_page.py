@@ -294,7 +294,7 @@ def render_svg(data: dict, width: int = 1000, height: int = 300) -> str:
     """A static picture of each device: the grey envelope, the bands, the peak and the largest
     allocations live at it (no script)."""
     e = html.escape
-    ml, mr, mt, mb = 78, 16, 34, 28
+    ml, mr, mt, mb = 78, 16, 34, 28  # margins in pixels: not a C constant
     out = []
     y_off = 30
     for d in data["devices"]:

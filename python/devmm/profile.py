@@ -74,17 +74,18 @@ _RECORDS: dict = {}
 _RECORDS_LOCK = threading.Lock()
 
 
-def _record(name: str, s: dict) -> None:
+def _record(name: str, s) -> None:
+    """Adds one call's figures (a :class:`devmm.Statistics`) to name's record."""
     with _RECORDS_LOCK:
         r = _RECORDS.get(name)
         if r is None:
             r = _RECORDS[name] = Record(name)
         r.calls += 1
-        if s["peak_bytes"] > r.peak_bytes:
-            r.peak_bytes = s["peak_bytes"]
-        r.total_bytes += s["total_bytes"]
-        r.allocations += s["total_count"]
-        r.live_bytes += s["current_bytes"]
+        if s.peak_bytes > r.peak_bytes:
+            r.peak_bytes = s.peak_bytes
+        r.total_bytes += s.total_bytes
+        r.allocations += s.total_count
+        r.live_bytes += s.current_bytes
 
 
 def records() -> dict:
@@ -145,7 +146,9 @@ _STATE: ContextVar = ContextVar("devmm_profile", default=None)
 
 from .adaptors import StatisticsAdaptor as _Statistics  # noqa: E402 (this module loads lazily)
 from .resource import get_current_device_resource as _current  # noqa: E402
-from .resource import _scoped  # noqa: E402
+from .resource import _key, _scoped, parse_device  # noqa: E402
+
+_CPU = _key(parse_device("cpu"))
 
 
 def _install(adaptor, base):
@@ -158,7 +161,7 @@ def _install(adaptor, base):
     if None in cur:
         if getattr(cur[None], "_h", None) == base._h:
             new[None] = adaptor
-    elif adaptor._devkey == (1, 0):  # no scope: device-less allocations go to cpu
+    elif adaptor._devkey == _CPU:  # no scope: device-less allocations go to cpu
         new[None] = adaptor
     else:
         new[None] = _current("cpu")

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 from . import _lib
 
-_ALLOC, _FREE, _ALLOC_FAILED, _FREE_FAILED = 0, 1, 2, 3
+_C = _lib.CONSTANTS
+_ALLOC, _FREE, _ALLOC_FAILED = (_C["DEVMM_LOG_ALLOCATE"], _C["DEVMM_LOG_FREE"],
+                                _C["DEVMM_LOG_ALLOCATE_FAILURE"])
 
 
 class Trace:
@@ -348,9 +350,9 @@ def _columns(raw: bytes, n: int) -> tuple:
         ta = u[5::6].tolist()
         return (u[0::6].tolist(), u[1::6].tolist(), u[2::6].tolist(), q[4::6].tolist(),
                 [v & 0xFFFFFFFF for v in ta], [v >> 32 for v in ta])
-    import struct
-    rows = list(struct.iter_unpack("=QQQQqII", raw))
-    return tuple([r[c] for r in rows] for c in (0, 1, 2, 4, 5, 6))
+    rows = (_lib.LogEvent * n).from_buffer_copy(raw)  # big-endian: field by field
+    return tuple([getattr(r, f) for r in rows]
+                 for f in ("time_ns", "ptr", "bytes", "peer", "thread", "action"))
 
 
 def snapshot(*resources, title: Optional[str] = None) -> Snapshot:

@@ -271,7 +271,7 @@ def test_out_of_memory_explains_itself():
         devmm.empty(5000, "int8", resource=stack)
     e = ei.value
     assert (e.device, e.stack, e.requested_bytes, e.alignment) == \
-        ("cpu", "limiting(statistics(tracking(cpu.malloc)))", 5000, 0)
+        ("cpu", "limiting(statistics(tracking(cpu.malloc)))", 5000, 64)  # a tensor's default
     assert (e.current_bytes, e.peak_bytes, e.counted_by) == \
         (7000, 7000, "statistics(tracking(cpu.malloc))")
     assert (e.free_bytes, e.total_bytes) == (3000, 10000)  # as the limiting adaptor sees it
@@ -284,6 +284,7 @@ def test_out_of_memory_explains_itself():
     msg = str(e)
     assert msg.startswith("out of memory: allocating 5000 bytes through 'limiting(statistics(")
     assert "\n  request: 4.88 KiB (5000 bytes) on cpu through limiting(" in msg
+    assert "cpu.malloc))), alignment 64\n" in msg
     assert "\n  devmm on cpu: 6.84 KiB in use, peak 6.84 KiB (counted by statistics(" in msg
     assert "\n  device: 2.93 KiB free of 9.77 KiB" in msg
     assert f"\n    5.86 KiB at 0x{w.data_ptr:x}  thread " in msg and "in make_weights" in msg
