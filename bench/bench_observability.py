@@ -174,6 +174,10 @@ def timeline():
           f"bands, envelope of {len(agg['envelope']) // 2} points")
     print(f"  read and pair (C: devmm_log_read, then columns) {read_s:6.2f} s")
     print(f"  aggregate + write the page (Python)              {build_s:6.2f} s")
+    import resource
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+    print(f"  peak memory of this Python process                {peak_rss:6.0f} MiB "
+          f"(the log's columns and the trace)")
     print(f"  page size                                        {size / 2**20:6.2f} MiB "
           f"({size / log_size * 100:.1f}% of the log; target <= 10 MiB: "
           f"{'MET' if size <= 10 * 2**20 else 'MISSED'})")
