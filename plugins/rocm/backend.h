@@ -6,11 +6,14 @@
 #include <hip/hip_runtime_api.h>
 
 #define GPU_PLUGIN "rocm"
+#define GPU_PREFIX "hip" /* the runtime's call names in messages: hipMallocFromPoolAsync */
 #define GPU_DESCRIPTION "HIP runtime: hipMalloc, hipMallocAsync pools, managed, pinned"
 #define GPU_DEVICE_TYPE DEVMM_DEVICE_ROCM
 #define GPU_HOST_TYPE DEVMM_DEVICE_ROCM_HOST
 #define GPU_MANAGED_TYPE DEVMM_DEVICE_ROCM /* DLPack has no ROCm-managed device type */
 #define GPU_NATIVE_ALIGNMENT 256
+/* HIP 5.x's hipMemPoolProps has no maxSize: max_pool_size is refused, never dropped */
+#define GPU_POOL_HAS_MAX_SIZE 0
 
 typedef hipError_t gpuError_t;
 typedef hipStream_t gpuStream_t;
@@ -27,6 +30,7 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuGetDeviceProperties hipGetDeviceProperties
 #define gpuGetDevice hipGetDevice
 #define gpuSetDevice hipSetDevice
+#define gpuDeviceSynchronize hipDeviceSynchronize
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMallocManaged hipMallocManaged
@@ -63,7 +67,7 @@ static inline gpuError_t gpu_advise(const void *p, size_t n, gpuMemoryAdvise a, 
 }
 
 static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_size) {
-  (void)max_size; /* HIP 5.x pools have no maxSize */
+  (void)max_size; /* never set: gpu.c refuses max_pool_size (GPU_POOL_HAS_MAX_SIZE 0) */
   p->allocType = hipMemAllocationTypePinned;
   p->handleTypes = hipMemHandleTypeNone;
   p->location.type = hipMemLocationTypeDevice;
