@@ -302,12 +302,32 @@ def _report(where: str, e: BaseException) -> int:
     return _set_error(code, b"%s", msg.encode(errors="replace"))
 
 
+def _device_runtime(device) -> Optional[MemoryResource]:
+    """The runtime resource (``<plugin>.device``) of a device with streams, whose copy, memset
+    and stream ops serve a callback resource on that device; None when no plugin serves it."""
+    from .errors import DevmmError
+    from .mrs._kind import create_resource
+    from .resource import format_device
+    plugin = {2: "cuda", 10: "rocm", 12: "sim"}.get(device.device_type)
+    if plugin is None:
+        return None
+    try:
+        r = create_resource(f"{plugin}.device", device.device_id)
+    except DevmmError:
+        return None
+    return r if format_device(device) == r.device else None
+
+
 class CallbackMemoryResource(MemoryResource):
     """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
     ``deallocate(ptr, nbytes, alignment, stream)``. It works under every adaptor and with
     :func:`devmm.empty`; an exception in a callback becomes a devmm error carrying its
     message (``MemoryError`` becomes :class:`OutOfMemoryError`). Free what it allocated
     before the interpreter exits: after that its frees are skipped.
+
+    On a device with streams (``cuda:N``, ``rocm:N``, ``sim:N``), copies, memsets and stream
+    ordering go through ``runtime``, a resource of the same device (default: the device's
+    ``<plugin>.device``, when a plugin serves it): a Python allocator rarely brings them.
 
     >>> import ctypes
     >>> keep = {}
@@ -326,7 +346,8 @@ class CallbackMemoryResource(MemoryResource):
 
     def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
                  deallocate: Callable[[int, int, int, Optional[int]], object],
-                 device: str = "cpu", name: str = "python") -> None:
+                 device: str = "cpu", name: str = "python",
+                 runtime: Optional[MemoryResource] = None) -> None:
         def alloc(_user: int, nbytes: int, alignment: int, stream: int, out) -> int:
             try:
                 ptr = allocate(nbytes, alignment, stream)
@@ -349,15 +370,17 @@ class CallbackMemoryResource(MemoryResource):
         fns = (_ALLOC_FN(alloc), _FREE_FN(free))
         d = parse_device(device)
         flags = 2 if d.device_type in (1, 3, 11, 13) else 0  # host-accessible
+        if runtime is None and d.device_type in (2, 10, 12):
+            runtime = _device_runtime(d)
         # The trampolines live until the C resource is destroyed (it can outlive this object:
         # buffers and DLPack exports hold it), then _destroy drops them.
         key = id(fns)
         _LIVE[key] = fns
         try:
-            h = _new(_lib.callback_resource_create, ctypes.cast(fns[0], ctypes.c_void_p),
+            h = _new(_lib.callback_resource_create_ex, ctypes.cast(fns[0], ctypes.c_void_p),
                      ctypes.cast(fns[1], ctypes.c_void_p), _DESTROY_PTR, key, d, name.encode(),
-                     flags)
+                     flags, runtime.handle if runtime is not None else None)
         except BaseException:
             _LIVE.pop(key, None)
             raise
-        super().__init__(h)
+        super().__init__(h)  # the C resource holds the runtime

@@ -52,7 +52,7 @@ def parse_device(device: DeviceLike) -> _lib.Device:
 
 
 def format_device(d: _lib.Device) -> str:
-    names = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 11: "rocm_host",
+    names = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 11: "rocm_host", 12: "sim",
              13: "cuda_managed"}
     name = names.get(d.device_type, f"device{d.device_type}")
     return "cpu" if d.device_type == 1 and d.device_id == 0 else f"{name}:{d.device_id}"

@@ -72,8 +72,11 @@ def _i64(values) -> bytes:
     return pack(*values)
 
 
-# DLPack device types, flags and the stream rules of the Array API standard
-_CPU, _CUDA, _CUDA_HOST, _ROCM, _ROCM_HOST, _CUDA_MANAGED = 1, 2, 3, 10, 11, 13
+# DLPack device types, flags and the stream rules of the Array API standard (the simulated
+# accelerator, kDLExtDev, follows CUDA's)
+_CPU, _CUDA, _CUDA_HOST, _ROCM, _ROCM_HOST, _SIM, _CUDA_MANAGED = 1, 2, 3, 10, 11, 12, 13
+_STREAMED = (_CUDA, _CUDA_MANAGED, _ROCM, _SIM)  # device memory ordered by streams
+_STREAM_ALL = ctypes.c_void_p(-2)  # DEVMM_STREAM_ALL: a consumer on streams devmm does not know
 _READ_ONLY, _IS_COPIED = 1, 2
 _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2",
             "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8",
@@ -245,15 +248,16 @@ class Tensor:
         """A DLPack capsule of this tensor, per the Array API standard: a versioned capsule
         when ``max_version >= (1, 0)``, else the legacy one; ``copy=True`` (or a ``dl_device``
         that needs it) copies through the resource and sets IS_COPIED; ``copy=False`` when a
-        copy is needed raises ``BufferError``."""
+        copy is needed raises ``BufferError``. On a device with streams the consumer's
+        ``stream`` (None: the default stream) waits for this tensor's; -1 asks for no wait."""
         versioned = 1 if max_version is not None and max_version[0] >= 1 else 0
-        if (stream is None and not copy and (dl_device is None or dl_device == self._dev or
-                                             tuple(dl_device) == self._dev)):  # the common case
-            cap = _ffi_capsule(self._h, _NO_FLAGS, versioned)
+        dev = self._dev
+        if (stream is None and not copy and dev[0] not in _STREAMED and
+                (dl_device is None or dl_device == dev or tuple(dl_device) == dev)):
+            cap = _ffi_capsule(self._h, _NO_FLAGS, versioned)  # the common case: host memory
             if cap is None:  # the C message says why
                 raise _lib.error(_lib.last_status())
             return cap
-        dev = self._dev
         target = dev if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
         _check_stream(dev[0], stream)
         need_copy = target != dev
@@ -268,7 +272,7 @@ class Tensor:
                 raise BufferError(f"__dlpack__: cannot copy {self.device} memory to device "
                                   f"{target}: {e}") from e
             flags |= _IS_COPIED
-        if stream is not None and stream != -1 and dev[0] in (_CUDA, _CUDA_MANAGED, _ROCM):
+        if src._dev[0] in _STREAMED:
             _stream_wait(src, stream)
         cap = _ffi_capsule(src._h, ctypes.c_uint64(flags), versioned)
         if cap is None:
@@ -321,9 +325,18 @@ class Tensor:
         """The CUDA array interface v3 (CUDA device and managed memory)."""
         if self._dev[0] not in (_CUDA, _CUDA_MANAGED):
             raise AttributeError(f"__cuda_array_interface__: {self.device} is not CUDA memory")
+        return self._device_interface()
+
+    def _device_interface(self) -> dict:
+        """The CUDA array interface v3 dict, for any device with CUDA's stream rules (the
+        simulator's tests read it). ``stream`` is the stream a consumer must synchronise with
+        before touching the data: the buffer's (1, the legacy default stream, for the NULL
+        handle), never None, since a memset or a pool allocation may still be queued on it."""
         d = self._interface()
-        stream = _lib.buffer_stream(_lib.tensor_buffer(self._h))
-        d["stream"] = stream if stream else None
+        buf = _lib.tensor_buffer(self._h)
+        d["stream"] = _lib.buffer_stream(buf) or 1
+        if not _lib.buffer_is_freed(buf):  # its consumer's streams are unknown: a safe free
+            _lib.check(_lib.buffer_stream_wait(buf, _STREAM_ALL))
         return d
 
 
@@ -332,10 +345,11 @@ def _check_stream(device_type: int, stream: Optional[int]) -> None:
         return
     if not isinstance(stream, int):
         raise TypeError(f"__dlpack__: stream must be an int or None, got {type(stream).__name__}")
-    if device_type in (_CUDA, _CUDA_MANAGED):
+    if device_type in (_CUDA, _CUDA_MANAGED, _SIM):
         if stream == 0:
-            raise ValueError("__dlpack__: stream 0 is ambiguous for CUDA; use 1 (legacy default),"
-                             " 2 (per-thread default), -1 (no sync) or a cudaStream_t")
+            rt = "sim (CUDA's rules)" if device_type == _SIM else "CUDA"
+            raise ValueError(f"__dlpack__: stream 0 is ambiguous for {rt}; use 1 (legacy "
+                             f"default), 2 (per-thread default), -1 (no sync) or a stream handle")
     elif device_type == _ROCM:
         if stream in (1, 2):
             raise ValueError(f"__dlpack__: stream {stream} is not valid for ROCm; use 0 "
@@ -345,12 +359,18 @@ def _check_stream(device_type: int, stream: Optional[int]) -> None:
                          f"tensors, got {stream}")
 
 
-def _stream_wait(t: Tensor, stream: int) -> None:
-    """Makes the consumer's stream wait for the allocation's stream (an event on CUDA/ROCm)."""
+def _stream_wait(t: Tensor, stream: Optional[int]) -> None:
+    """Hands t's buffer to the consumer's stream: that stream waits for the buffer's (an event
+    on CUDA/ROCm/sim), and the buffer's free is ordered after the consumer. None is the default
+    stream (the Array API's rule); -1: the consumer orders its work itself, nothing waits."""
     buf = _lib.tensor_buffer(t._h)
-    res = _lib.buffer_resource(buf)
-    # CUDA's 1 and 2 are cudaStreamLegacy and cudaStreamPerThread themselves; ROCm's 0 is NULL
-    _lib.check(_lib.stream_wait(res, stream or None, _lib.buffer_stream(buf)))
+    if stream == -1:
+        consumer = _STREAM_ALL
+    elif stream is None or (stream == 1 and t._dev[0] != _ROCM):
+        consumer = None  # the legacy default stream is the NULL handle; ROCm's default is 0
+    else:
+        consumer = stream or None  # CUDA's 2 is cudaStreamPerThread itself; ROCm's 0 is NULL
+    _lib.check(_lib.buffer_stream_wait(buf, consumer))
 
 
 # ----------------------------------------------------------------------------- constructors
