@@ -14,4 +14,4 @@ export PYTHONPATH="$root/python" PYTHONDONTWRITEBYTECODE=1 XDG_CONFIG_HOME=/none
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 "$root/.venv/bin/python" -m pytest -q -s -p no:cacheprovider \
   "$root/tests/python/test_lifetime.py" "$root/tests/python/test_stress.py" \
-  "$root/tests/python/test_untrusted.py"
+  "$root/tests/python/test_untrusted.py" "$root/tests/python/test_sim.py"
