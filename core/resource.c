@@ -89,7 +89,10 @@ int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx, devmm_resour
   }
   char name[256];
   snprintf(name, sizeof name, "%s(%s)", prefix, upstream->name);
-  return create(ops, ctx, upstream->device, name, upstream->flags, upstream, out);
+  int rc = create(ops, ctx, upstream->device, name, upstream->flags, upstream, out);
+  if (rc == DEVMM_OK)
+    (*out)->adaptor = prefix; /* a string literal of the adaptor's source */
+  return rc;
 }
 
 devmm_resource *devmm_resource_retain(devmm_resource *r) {
@@ -116,6 +119,7 @@ devmm_device devmm_resource_device(const devmm_resource *r) {
 const char *devmm_resource_name(const devmm_resource *r) { return r ? r->name : "(null)"; }
 unsigned devmm_resource_flags(const devmm_resource *r) { return r ? r->flags : 0; }
 devmm_resource *devmm_resource_upstream(const devmm_resource *r) { return r ? r->upstream : NULL; }
+const char *devmm_adaptor_kind(const devmm_resource *r) { return r ? r->adaptor : NULL; }
 long devmm_resource_refcount(const devmm_resource *r) { return r ? atomic_load(&r->refs) : 0; }
 
 int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what) {
@@ -196,12 +200,19 @@ int devmm__has_streams(const devmm_resource *r) {
   return t != DEVMM_DEVICE_CPU && t != DEVMM_DEVICE_CUDA_HOST && t != DEVMM_DEVICE_ROCM_HOST;
 }
 
+/* Whether r's own work (copies, memsets) may be queued on streams: memory on a device with
+ * streams, unless the CPU addresses it directly (then a resource without stream ops copies and
+ * fills it with the CPU, synchronously: nothing is ever pending). */
+static int queues_work(const devmm_resource *r) {
+  return devmm__has_streams(r) && !(r->flags & DEVMM_RESOURCE_HOST_ACCESSIBLE);
+}
+
 int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "devmm_stream_wait: resource is NULL");
   if (r->ops.stream_wait)
     return r->ops.stream_wait(r, waiter, waitee);
-  if (waiter == waitee || !devmm__has_streams(r))
+  if (waiter == waitee || !queues_work(r))
     return DEVMM_OK;
   char dev[32];
   devmm_device_format(r->device, dev, sizeof dev);
@@ -216,7 +227,7 @@ int devmm_synchronize(devmm_resource *r, devmm_stream stream) {
     return devmm_set_error(DEVMM_EINVAL, "devmm_synchronize: resource is NULL");
   if (r->ops.synchronize)
     return r->ops.synchronize(r, stream);
-  if (!devmm__has_streams(r))
+  if (!queues_work(r))
     return DEVMM_OK;
   char dev[32];
   devmm_device_format(r->device, dev, sizeof dev);
@@ -274,6 +285,11 @@ int devmm_device_format(devmm_device d, char *buf, size_t cap) {
     }
   snprintf(buf, cap, "device%d:%d", (int)d.device_type, (int)d.device_id);
   return DEVMM_OK;
+}
+
+int devmm_device_host_accessible(devmm_device d) {
+  return d.device_type == DEVMM_DEVICE_CPU || d.device_type == DEVMM_DEVICE_CUDA_HOST ||
+         d.device_type == DEVMM_DEVICE_ROCM_HOST || d.device_type == DEVMM_DEVICE_CUDA_MANAGED;
 }
 
 int devmm_device_parse(const char *text, devmm_device *d) {

@@ -13,7 +13,7 @@ export DEVMM_TEST_SETUID_INI="$root/tests/config/setuid/devmm.ini"
 # not "config": it changes uid and directory, which without fork would leak into later tests
 # (it runs under ASan/UBSan in make asan, forked)
 suites="error dtype layout resource statistics limiting tracking logging aligned failure
-thread_safe registry buffer stress plugins faults untrusted"
+thread_safe registry buffer stress plugins faults untrusted interchange"
 failed=0
 n=0
 log=${TMPDIR:-/tmp}

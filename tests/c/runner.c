@@ -8,7 +8,8 @@
 #define SUITES(X)                                                              \
   X(error) X(dtype) X(layout) X(resource) X(statistics) X(limiting)           \
   X(tracking) X(logging) X(aligned) X(failure) X(thread_safe) X(registry)     \
-  X(buffer) X(stress) X(config) X(plugins) X(faults) X(untrusted)
+  X(buffer) X(stress) X(config) X(plugins) X(faults) X(untrusted)             \
+  X(interchange)
 // clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);

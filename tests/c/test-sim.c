@@ -591,7 +591,8 @@ START_TEST(free_after_allocation_stream_is_destroyed) {
   ck_assert_int_eq(sim.stream_destroy(x), DEVMM_OK); /* legal: the owner is done with it */
   devmm_buffer_unacquire(b);                         /* the consumer lets go later */
   devmm_buffer_release(b);
-  devmm_deferred_frees_wait();
+  devmm_deferred_frees_wait(); /* the free is queued (stream-ordered) on sim:0's default stream */
+  sim.device_synchronize(0);
   ck_assert_msg(stats().allocations_live == live, "the memory was not freed (%llu live)",
                 (unsigned long long)stats().allocations_live);
   devmm_resource_release(d0);

@@ -198,6 +198,7 @@ def test_free_after_the_allocation_stream_was_destroyed(sim):
     x.destroy()                                # legal: the owner is done with its stream
     del cap, t                                 # the consumer lets go
     devmm._lib.deferred_frees_wait()           # such frees wait for the device, off-thread
+    rt.synchronize(0)                          # ...and are stream-ordered frees themselves
     assert rt.stats()["allocations_live"] == live
 
 

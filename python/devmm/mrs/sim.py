@@ -147,7 +147,7 @@ class Runtime:
     """The test entry of devmm-sim.so (include/devmm/sim.h) through ctypes."""
 
     def __init__(self, path: str) -> None:
-        self._lib = ctypes.CDLL(path)  # the copy devmm loaded: same file, same handle
+        self._lib = _lib.plugin_library(path)  # the copy devmm loaded: same file, same handle
         self._kernels: dict = {}
         self._next = 0
 
