@@ -207,6 +207,12 @@ static int queues_work(const devmm_resource *r) {
   return devmm__has_streams(r) && !(r->flags & DEVMM_RESOURCE_HOST_ACCESSIBLE);
 }
 
+static int missing_stream_op(const devmm_resource *r, const char *what) {
+  char dev[32];
+  devmm_device_format(r->device, dev, sizeof dev);
+  return devmm_set_error(DEVMM_ENOTSUP, "resource '%s' on %s cannot %s", r->name, dev, what);
+}
+
 int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "devmm_stream_wait: resource is NULL");
@@ -214,12 +220,7 @@ int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waite
     return r->ops.stream_wait(r, waiter, waitee);
   if (waiter == waitee || !queues_work(r))
     return DEVMM_OK;
-  char dev[32];
-  devmm_device_format(r->device, dev, sizeof dev);
-  return devmm_set_error(DEVMM_ENOTSUP,
-                         "resource '%s' on %s cannot order streams (it has no stream_wait op): "
-                         "work on stream %p would not wait for its work on stream %p",
-                         r->name, dev, waiter, waitee);
+  return missing_stream_op(r, "order streams (it has no stream_wait op)");
 }
 
 int devmm_synchronize(devmm_resource *r, devmm_stream stream) {
@@ -229,12 +230,7 @@ int devmm_synchronize(devmm_resource *r, devmm_stream stream) {
     return r->ops.synchronize(r, stream);
   if (!queues_work(r))
     return DEVMM_OK;
-  char dev[32];
-  devmm_device_format(r->device, dev, sizeof dev);
-  return devmm_set_error(DEVMM_ENOTSUP,
-                         "resource '%s' on %s cannot wait for its streams (it has no "
-                         "synchronize op)",
-                         r->name, dev);
+  return missing_stream_op(r, "wait for its streams (it has no synchronize op)");
 }
 
 int devmm__forward_mem_info(devmm_resource *self, size_t *f, size_t *t) {

@@ -30,7 +30,7 @@ for s in $suites; do
 done
 # the simulated accelerator's suites (threads, memfd mappings, gpu.c over them)
 for s in sim_runtime sim_gpu sim_core; do
-  run_suite test-sim "$s"
+  run_suite test-core "$s"
 done
 echo "valgrind: $n suites, $failed failed"
 [ $failed -eq 0 ]

@@ -94,11 +94,12 @@ DEVMM_API int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t b
 /* Fills bytes with value through the resource's memset op. */
 DEVMM_API int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
                            devmm_stream stream);
-/* Makes `waiter` wait for `waitee`. Host memory (cpu, cuda_host, rocm_host) has no streams: OK
- * without the op; device memory without the op cannot order streams: DEVMM_ENOTSUP. */
+/* Makes `waiter` wait for `waitee`. Without the op: OK for host memory (cpu, cuda_host,
+ * rocm_host) and host-accessible resources (the CPU does their work: nothing is pending);
+ * DEVMM_ENOTSUP for other device memory, which cannot order streams. */
 DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee);
-/* Waits on the host for work on stream (DEVMM_STREAM_ALL: the whole device); OK without the
- * op for host memory, DEVMM_ENOTSUP for device memory. */
+/* Waits on the host for work on stream (DEVMM_STREAM_ALL: the whole device); without the op,
+ * the same answers as devmm_stream_wait. */
 DEVMM_API int devmm_synchronize(devmm_resource *r, devmm_stream stream);
 
 /* A resource whose allocate/free are plain function pointers with a user pointer: how a

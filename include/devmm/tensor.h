@@ -66,8 +66,8 @@ DEVMM_API int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim
                                   int readonly, devmm_tensor **out);
 /* The base alignment devmm_tensor_empty gives a tensor with elements when its layout asks for
  * less (ADR 13): 256 bytes on CUDA, ROCm, managed and simulated device memory (what
- * cudaMalloc/hipMalloc guarantee), 64 elsewhere (the CPU and pinned host memory: what PyTorch's CPU allocator gives
- * and what XLA needs to import without a copy). */
+ * cudaMalloc/hipMalloc guarantee), 64 elsewhere (the CPU and pinned host memory: what
+ * PyTorch's CPU allocator gives and what XLA needs to import without a copy). */
 DEVMM_API size_t devmm_tensor_default_alignment(devmm_device device);
 /* Lays out shape with layout, allocates from r (NULL: the device's current resource) aligned
  * to the larger of the layout's base alignment and devmm_tensor_default_alignment (the

@@ -620,6 +620,18 @@ static simError_t enqueue(struct simStream *s, op *o) {
   return simSuccess;
 }
 
+/* Queues a copy of o on s (with enqueue's implicit waits). Caller holds the lock. */
+static simError_t submit(struct simStream *s, op o) {
+  op *p = malloc(sizeof *p);
+  if (!p)
+    return simErrorMemoryAllocation;
+  *p = o;
+  simError_t e = enqueue(s, p);
+  if (e)
+    free(p);
+  return e;
+}
+
 static void execute(struct simStream *s, op *o) {
   switch (o->kind) {
   case OP_COPY:
@@ -979,18 +991,12 @@ simError_t simFreeAsync(void *p, simStream_t h) {
   int d;
   block *b = live_block(p, &d);
   simError_t e = b ? stream_of(h, &s) : simErrorInvalidValue;
-  op *o = e ? NULL : calloc(1, sizeof *o);
-  if (!e && !o)
-    e = simErrorMemoryAllocation;
+  if (!e)
+    e = submit(s, (op){.kind = OP_FREE, .device = d, .off = b->off, .gen = b->gen});
   if (!e) {
     b->state = B_FREEING; /* any further use of p is an error from now on */
     b->freeing_on = s;
-    o->kind = OP_FREE;
-    o->device = d;
-    o->off = b->off;
-    o->gen = b->gen;
     rt.frees_pending++;
-    e = enqueue(s, o);
   }
   pthread_mutex_unlock(&rt.lock);
   return e;
@@ -1011,16 +1017,8 @@ simError_t simMemcpyAsync(void *dst, const void *src, size_t n, int kind, simStr
     e = resolve(dst, n, &d_addr, &dd);
   if (!e)
     e = resolve(src, n, &s_addr, &sd);
-  op *o = e ? NULL : calloc(1, sizeof *o);
-  if (!e && !o)
-    e = simErrorMemoryAllocation;
-  if (!e) { /* copies between devices are peer copies: allowed */
-    o->kind = OP_COPY;
-    o->dst = d_addr;
-    o->src = s_addr;
-    o->n = n;
-    e = enqueue(s, o);
-  }
+  if (!e) /* copies between devices are peer copies: allowed */
+    e = submit(s, (op){.kind = OP_COPY, .dst = d_addr, .src = s_addr, .n = n});
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -1038,16 +1036,8 @@ simError_t simMemsetAsync(void *dst, int value, size_t n, simStream_t h) {
     e = resolve(dst, n, &addr, &d);
   if (!e && d >= 0 && d != s->device)
     e = simErrorInvalidValue; /* another device's memory, from this device's stream */
-  op *o = e ? NULL : calloc(1, sizeof *o);
-  if (!e && !o)
-    e = simErrorMemoryAllocation;
-  if (!e) {
-    o->kind = OP_MEMSET;
-    o->dst = addr;
-    o->value = value;
-    o->n = n;
-    e = enqueue(s, o);
-  }
+  if (!e)
+    e = submit(s, (op){.kind = OP_MEMSET, .dst = addr, .value = value, .n = n});
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -1059,15 +1049,8 @@ simError_t simLaunchHostFunc(simStream_t h, void (*fn)(void *), void *user) {
   pthread_mutex_lock(&rt.lock);
   struct simStream *s;
   simError_t e = stream_of(h, &s);
-  op *o = e ? NULL : calloc(1, sizeof *o);
-  if (!e && !o)
-    e = simErrorMemoryAllocation;
-  if (!e) {
-    o->kind = OP_KERNEL;
-    o->fn = fn;
-    o->user = user;
-    e = enqueue(s, o);
-  }
+  if (!e)
+    e = submit(s, (op){.kind = OP_KERNEL, .fn = fn, .user = user});
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -1163,15 +1146,10 @@ simError_t simEventRecord(simEvent_t ev, simStream_t h) {
   simError_t e = valid_event(ev) ? stream_of(h, &s) : simErrorInvalidResourceHandle;
   if (!e && s->device != ev->device)
     e = simErrorInvalidResourceHandle; /* CUDA: the event and the stream must share a device */
-  op *o = e ? NULL : calloc(1, sizeof *o);
-  if (!e && !o)
-    e = simErrorMemoryAllocation;
-  if (!e) {
-    o->kind = OP_RECORD;
-    o->event = ev;
-    o->target = ++ev->recorded;
-    e = enqueue(s, o);
-  }
+  if (!e)
+    e = submit(s, (op){.kind = OP_RECORD, .event = ev, .target = ev->recorded + 1});
+  if (!e)
+    ev->recorded++;
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -1183,17 +1161,8 @@ simError_t simStreamWaitEvent(simStream_t h, simEvent_t ev, unsigned flags) {
   pthread_mutex_lock(&rt.lock);
   struct simStream *s;
   simError_t e = valid_event(ev) ? stream_of(h, &s) : simErrorInvalidResourceHandle;
-  if (!e && ev->completed < ev->recorded) { /* waits for the record made before this call */
-    op *o = calloc(1, sizeof *o);
-    if (!o) {
-      e = simErrorMemoryAllocation;
-    } else {
-      o->kind = OP_WAIT_EVENT;
-      o->event = ev;
-      o->target = ev->recorded;
-      e = enqueue(s, o);
-    }
-  }
+  if (!e && ev->completed < ev->recorded) /* waits for the record made before this call */
+    e = submit(s, (op){.kind = OP_WAIT_EVENT, .event = ev, .target = ev->recorded});
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -1283,37 +1252,41 @@ void sim__stats(uint64_t *streams_created, uint64_t *streams_live, uint64_t *eve
   pthread_mutex_unlock(&rt.lock);
 }
 
-simError_t sim__device_synchronize(int d) {
+/* For the test entry's "on device d" calls: makes d the calling thread's device (*prev: the
+ * one to restore), or says why not. */
+static simError_t use_device(int d, int *prev) {
   pthread_mutex_lock(&rt.lock);
   simError_t e = valid_device(d) ? simSuccess : simErrorInvalidDevice;
-  if (!e)
-    drain_device(d);
   pthread_mutex_unlock(&rt.lock);
+  *prev = tls_device;
+  if (!e)
+    tls_device = d;
+  return e;
+}
+
+simError_t sim__device_synchronize(int d) {
+  int prev;
+  simError_t e = use_device(d, &prev);
+  if (!e)
+    e = simDeviceSynchronize();
+  tls_device = prev;
   return e;
 }
 
 simError_t sim__stream_create(int d, unsigned flags, simStream_t *out) {
-  pthread_mutex_lock(&rt.lock);
-  simError_t e = valid_device(d) ? simSuccess : simErrorInvalidDevice;
-  pthread_mutex_unlock(&rt.lock);
-  if (e)
-    return e;
-  int prev = tls_device;
-  tls_device = d;
-  e = simStreamCreateWithFlags(out, flags);
+  int prev;
+  simError_t e = use_device(d, &prev);
+  if (!e)
+    e = simStreamCreateWithFlags(out, flags);
   tls_device = prev;
   return e;
 }
 
 simError_t sim__event_create(int d, simEvent_t *out) {
-  pthread_mutex_lock(&rt.lock);
-  simError_t e = valid_device(d) ? simSuccess : simErrorInvalidDevice;
-  pthread_mutex_unlock(&rt.lock);
-  if (e)
-    return e;
-  int prev = tls_device;
-  tls_device = d;
-  e = simEventCreateWithFlags(out, simEventDisableTiming);
+  int prev;
+  simError_t e = use_device(d, &prev);
+  if (!e)
+    e = simEventCreateWithFlags(out, simEventDisableTiming);
   tls_device = prev;
   return e;
 }

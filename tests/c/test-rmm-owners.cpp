@@ -3,19 +3,11 @@
 // resource that allocated, even after RAPIDS installed another one (rmm.reinitialize()), and
 // that resource must stay alive until its last allocation is freed.
 #include "../../plugins/rmm-bridge/owners.hpp"
+#include "expect.hpp"
 
 #include <cstdio>
 
-static int failures;
 static int alive; // stand-in resources not destroyed yet
-
-#define EXPECT(cond)                                                                               \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);                     \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 // Copies share identity, as RMM's shared resources do (a copy of a pool is the same pool).
 struct resource {
@@ -55,6 +47,5 @@ int main() {
     owner_c.reset();
   }
   EXPECT(alive == 0); // every resource released once its allocations are gone
-  std::printf("%s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  return report();
 }

@@ -1,7 +1,7 @@
-/* The simulated accelerator (devmm-sim): its own rules, the GPU plugin's source (gpu.c) run over
- * it, and the core's device-generic logic (copies, stream hand-over, frees, zeros) on a device
- * whose memory the host cannot touch and whose streams really run out of order.
- * `test-sim SUITE` runs one suite: sim_runtime, sim_gpu, sim_core.
+/* Suites sim_runtime, sim_gpu, sim_core: the simulated accelerator's own rules, the GPU
+ * plugin's source (gpu.c) run over it, and the core's device-generic logic (copies, stream
+ * hand-over, frees, zeros) on a device whose memory the host cannot touch and whose streams
+ * really run out of order.
  * Environment (set by Meson): DEVMM_PLUGIN_PATH (the plugins' build directory). */
 #include <check.h>
 #include <dlfcn.h>
@@ -691,74 +691,51 @@ START_TEST(torch_allocate_reports_out_of_memory) {
 }
 END_TEST
 
-static Suite *sim_runtime_suite(void) {
-  Suite *s = suite_create("sim_runtime");
-  TCase *tc = tcase_create("sim_runtime");
+static Suite *suite_of(const char *name, const TTest *const *tests) {
+  Suite *s = suite_create(name);
+  TCase *tc = tcase_create(name);
   tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, host_touch_of_device_memory_faults);
-  tcase_add_test(tc, events_order_two_streams);
-  tcase_add_test(tc, jitter_exposes_a_missing_wait);
-  tcase_add_test(tc, runtime_rules_are_enforced);
-  tcase_add_test(tc, stream_ordered_free_poisons);
-  tcase_add_test(tc, device_count_cannot_change_under_live_memory);
+  for (; *tests; tests++)
+    tcase_add_test(tc, *tests);
   suite_add_tcase(s, tc);
   return s;
 }
 
-static Suite *sim_gpu_suite(void) {
-  Suite *s = suite_create("sim_gpu");
-  TCase *tc = tcase_create("sim_gpu");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, stream_wait_on_another_device);
-  tcase_add_test(tc, null_stream_ops_use_the_resources_device);
-  tcase_add_test(tc, failed_set_device_is_an_error);
-  tcase_add_test(tc, messages_name_the_failed_call);
-  tcase_add_test(tc, release_threshold_only_on_an_own_pool);
-  tcase_add_test(tc, one_event_per_resource);
-  tcase_add_test(tc, pinned_mem_info_is_host_memory);
-  tcase_add_test(tc, options_are_checked_before_the_device);
-  suite_add_tcase(s, tc);
-  return s;
+Suite *sim_runtime_suite(void) {
+  const TTest *const tests[] = {host_touch_of_device_memory_faults,
+                                events_order_two_streams,
+                                jitter_exposes_a_missing_wait,
+                                runtime_rules_are_enforced,
+                                stream_ordered_free_poisons,
+                                device_count_cannot_change_under_live_memory,
+                                NULL};
+  return suite_of("sim_runtime", tests);
 }
 
-static Suite *sim_core_suite(void) {
-  Suite *s = suite_create("sim_core");
-  TCase *tc = tcase_create("sim_core");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, copy_host_to_device_and_back);
-  tcase_add_test(tc, copy_between_devices_and_padded);
-  tcase_add_test(tc, copy_needs_a_resource_that_addresses_both_sides);
-  tcase_add_test(tc, copy_destination_is_ordered_with_the_copy);
-  tcase_add_test(tc, free_after_last_consumer_waits_for_its_stream);
-  tcase_add_test(tc, free_after_allocation_stream_is_destroyed);
-  tcase_add_test(tc, zeros_on_pinned_memory_then_a_host_read);
-  tcase_add_test(tc, device_resource_without_stream_ops_cannot_order);
-  tcase_add_test(tc, callback_resource_with_a_runtime);
-  tcase_add_test(tc, torch_allocate_reports_out_of_memory);
-  suite_add_tcase(s, tc);
-  return s;
+Suite *sim_gpu_suite(void) {
+  const TTest *const tests[] = {stream_wait_on_another_device,
+                                null_stream_ops_use_the_resources_device,
+                                failed_set_device_is_an_error,
+                                messages_name_the_failed_call,
+                                release_threshold_only_on_an_own_pool,
+                                one_event_per_resource,
+                                pinned_mem_info_is_host_memory,
+                                options_are_checked_before_the_device,
+                                NULL};
+  return suite_of("sim_gpu", tests);
 }
 
-int main(int argc, char **argv) {
-  struct {
-    const char *name;
-    Suite *(*make)(void);
-  } all[] = {
-      {"sim_runtime", sim_runtime_suite}, {"sim_gpu", sim_gpu_suite}, {"sim_core", sim_core_suite}};
-  SRunner *sr = NULL;
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (argc < 2 || strcmp(argv[1], all[i].name) == 0) {
-      if (!sr)
-        sr = srunner_create(all[i].make());
-      else
-        srunner_add_suite(sr, all[i].make());
-    }
-  if (!sr) {
-    fprintf(stderr, "unknown suite '%s'\n", argc > 1 ? argv[1] : "");
-    return 2;
-  }
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+Suite *sim_core_suite(void) {
+  const TTest *const tests[] = {copy_host_to_device_and_back,
+                                copy_between_devices_and_padded,
+                                copy_needs_a_resource_that_addresses_both_sides,
+                                copy_destination_is_ordered_with_the_copy,
+                                free_after_last_consumer_waits_for_its_stream,
+                                free_after_allocation_stream_is_destroyed,
+                                zeros_on_pinned_memory_then_a_host_read,
+                                device_resource_without_stream_ops_cannot_order,
+                                callback_resource_with_a_runtime,
+                                torch_allocate_reports_out_of_memory,
+                                NULL};
+  return suite_of("sim_core", tests);
 }

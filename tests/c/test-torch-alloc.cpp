@@ -4,6 +4,8 @@
 // Runs over a CPU resource standing in for cuda:N (the registry is keyed by device only).
 #include <devmm/devmm.h>
 
+#include "expect.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -12,16 +14,6 @@
 
 extern "C" void *devmm_torch_alloc(std::size_t size, int device, void *stream);
 extern "C" void devmm_torch_free(void *ptr, std::size_t size, int device, void *stream);
-
-static int failures;
-
-#define EXPECT(cond)                                                                               \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      std::fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);                     \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 template <class E> static std::string thrown(std::size_t size, int device) {
   try {
@@ -64,6 +56,5 @@ int main() {
   devmm_resource_release(prev);
   devmm_resource_release(lim);
   devmm_resource_release(cpu);
-  std::printf("%s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  return report();
 }
