@@ -157,7 +157,7 @@ def host_device_copies_both_ways():
     assert bool((torch().from_dlpack(d).cpu().numpy() == a).all())
     back = n.from_dlpack(d, device="cpu")  # dl_device=(kDLCPU, 0): a device -> host copy
     assert (back == a).all()
-    cap = h.__dlpack__(dl_device=(2, 0), max_version=(1, 1))  # host -> device by DLPack
+    cap = h.__dlpack__(dl_device=(2, 0))  # host -> device by DLPack (a legacy capsule)
     x = torch().from_dlpack(cap)
     assert x.device.type == "cuda" and float(x[-1]) == float(a[-1])
     with pyfail(BufferError, "needs a copy"):
