@@ -706,8 +706,8 @@ static int open_config(const char *path, cfg *c, FILE **f) {
       xdg[0] = '\0';
     if (xdg[0] && access(xdg, F_OK) == 0)
       chosen = xdg;
-    else if (access(DEVMM_SYSCONF_DIR "/devmm.ini", F_OK) == 0)
-      chosen = DEVMM_SYSCONF_DIR "/devmm.ini";
+    else if (*devmm__installed_config() && access(devmm__installed_config(), F_OK) == 0)
+      chosen = devmm__installed_config();
   }
   if (!chosen) {
     c->source = devmm__strdup("built-in default");
@@ -741,7 +741,8 @@ static char *plugin_dirs(const cfg *c, const char **dirs) {
   }
   for (size_t i = 0; i < c->npaths && nd < 126; i++)
     dirs[nd++] = c->paths[i];
-  dirs[nd++] = DEVMM_PLUGIN_DIR;
+  if (*devmm__installed_plugin_dir())
+    dirs[nd++] = devmm__installed_plugin_dir();
   dirs[nd] = NULL;
   return envcopy;
 }

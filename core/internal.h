@@ -63,6 +63,10 @@ uint64_t devmm__thread_id(void);
 
 /* env.c: the environment (secure_getenv; NULL if unset or empty) and devmm's log. */
 const char *devmm__getenv(const char *name);
+/* The installation's plugin directory and default devmm.ini (absolute; "" when a relocatable
+ * library cannot find itself). */
+const char *devmm__installed_plugin_dir(void);
+const char *devmm__installed_config(void);
 int devmm__parse_log_level(const char *text);
 void devmm__set_log_level(int level);
 void devmm__log(int level, const char *who, const char *fmt, ...)

@@ -63,14 +63,16 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates() -> list[str]:
-    """Where libdevmm is looked for, in order."""
-    found = []
+    """Where libdevmm is looked for, in order: $DEVMM_LIBRARY alone when set; the library this
+    package was installed with (the wheel's own ``_native/libdevmm.so``, or the libdir that
+    ``meson install`` recorded); then the dynamic loader's own search."""
     env = os.environ.get("DEVMM_LIBRARY")
     if env:
         return [env]  # an explicit choice is the only one
-    try:  # written by `meson install` next to this file
-        from ._build_config import LIBDIR  # type: ignore[import-not-found]
-        found.append(os.path.join(LIBDIR, "libdevmm.so.0"))
+    found = []
+    try:  # written at install time next to this file
+        from ._build_config import LIBDIR, LIBRARY  # type: ignore[import-not-found]
+        found.append(os.path.join(_HERE, LIBDIR, LIBRARY))  # an absolute LIBDIR stays as it is
     except ImportError:
         pass
     found.append("libdevmm.so.0")  # the dynamic loader's own search (ldconfig, LD_LIBRARY_PATH)

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./tools/deps.sh
-[ -f build-gpu/build.ninja ] || meson setup build-gpu -Dbuildtype=release -Dtests=false \
+[ -f build-gpu/build.ninja ] || meson setup build-gpu -Dbuildtype=release -Dtests=disabled \
   -Dpython_tests=disabled -Drocm=disabled -Dcuda=enabled >/dev/null
 ninja -C build-gpu >/dev/null
 mkdir -p build-gpu/runtime

@@ -19,7 +19,10 @@ FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ct
 def _torch_shim() -> ctypes.CDLL:
     """libdevmm-torch, next to libdevmm (torch's CUDAPluggableAllocator loads it by path)."""
     import os
-    return ctypes.CDLL(os.path.join(os.path.dirname(_lib.LIBRARY_PATH), "libdevmm-torch.so.0"))
+    here = os.path.dirname(_lib.LIBRARY_PATH)
+    return ctypes.CDLL(next(os.path.join(here, n) for n in ("libdevmm-torch.so.0",
+                                                             "libdevmm-torch.so")
+                            if os.path.exists(os.path.join(here, n))))
 
 
 def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():

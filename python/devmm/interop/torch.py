@@ -23,10 +23,15 @@ torch = _require("torch", "torch", "devmm.interop.torch")
 
 
 def shim_path() -> str:
-    """libdevmm-torch (C++: its allocator throws on failure), next to the loaded libdevmm."""
+    """libdevmm-torch (C++: its allocator throws on failure), next to the loaded libdevmm
+    (``libdevmm-torch.so.0`` in a prefix, ``libdevmm-torch.so`` in the wheel)."""
     import os
     here = os.path.dirname(_lib.LIBRARY_PATH)
-    return os.path.join(here, "libdevmm-torch.so.0") if here else "libdevmm-torch.so.0"
+    names = ("libdevmm-torch.so.0", "libdevmm-torch.so")
+    for name in names:
+        if here and os.path.exists(os.path.join(here, name)):
+            return os.path.join(here, name)
+    return names[0]  # the dynamic loader's own search
 
 
 def use_devmm() -> object:
