@@ -37,6 +37,9 @@ int devmm__forward_memset(devmm_resource *self, void *dst, int value, size_t byt
                           devmm_stream stream);
 int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a, devmm_stream b);
 int devmm__forward_synchronize(devmm_resource *self, devmm_stream s);
+/* 1 if r's memory lives on a device with streams (cuda, cuda_managed, rocm, sim, ...), 0 for
+ * host memory (cpu, cuda_host, rocm_host). */
+int devmm__has_streams(const devmm_resource *r);
 /* Checks that r is an adaptor of the given kind; sets an error naming `what` if not. */
 int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what);
 
@@ -92,6 +95,10 @@ uint64_t devmm__thread_id(void);
 
 /* env.c: the environment (secure_getenv; NULL if unset or empty) and devmm's log. */
 const char *devmm__getenv(const char *name);
+/* The installation's plugin directory and default devmm.ini (absolute; "" when a relocatable
+ * library cannot find itself). */
+const char *devmm__installed_plugin_dir(void);
+const char *devmm__installed_config(void);
 int devmm__parse_log_level(const char *text);
 void devmm__set_log_level(int level);
 void devmm__log(int level, const char *who, const char *fmt, ...)
@@ -106,12 +113,15 @@ typedef struct devmm__plugin {
   const devmm_plugin *desc; /* NULL if it failed */
   size_t ndevices;
   devmm_device_info *devices;
+  int config_failed, config_line; /* its [plugin <name>] options were refused (at that line) */
 } devmm__plugin;
-/* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated)
- * and enumerates its devices. Returns a new record the caller frees with
- * devmm__plugin_free; desc is NULL and error says why when it failed. NULL only when out of
+/* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated),
+ * hands it the options of its [plugin <name>] section (configure) and enumerates its devices.
+ * Returns a new record the caller frees with devmm__plugin_free; desc is NULL and error says
+ * why when it failed (config_failed when the options were refused). NULL only when out of
  * memory. */
-devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs);
+devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
+                                  const devmm_option *options, size_t noptions);
 void devmm__plugin_free(devmm__plugin *p);
 /* The host services table handed to plugins. */
 const devmm_host_services *devmm__host(void);

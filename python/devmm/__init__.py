@@ -48,7 +48,8 @@ def __dir__() -> list:
     return sorted(list(globals()) + list(_LAZY))
 
 
-__version__ = "0.1.0"
+# One version, Meson's project version: the library reports it (and the wheel is stamped with it).
+__version__: str = _lib.version().decode()
 
 __all__ = [
     "Aligned", "AlignedAdaptor", "Buffer", "CallbackError", "CallbackMemoryResource",

@@ -105,14 +105,16 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates() -> list[str]:
-    """Where libdevmm is looked for, in order."""
-    found = []
+    """Where libdevmm is looked for, in order: $DEVMM_LIBRARY alone when set; the library this
+    package was installed with (the wheel's own ``_native/libdevmm.so``, or the libdir that
+    ``meson install`` recorded); then the dynamic loader's own search."""
     env = os.environ.get("DEVMM_LIBRARY")
     if env:
         return [env]  # an explicit choice is the only one
-    try:  # written by `meson install` next to this file
-        from ._build_config import LIBDIR  # type: ignore[import-not-found]
-        found.append(os.path.join(LIBDIR, "libdevmm.so.0"))
+    found = []
+    try:  # written at install time next to this file
+        from ._build_config import LIBDIR, LIBRARY  # type: ignore[import-not-found]
+        found.append(os.path.join(_HERE, LIBDIR, LIBRARY))  # an absolute LIBDIR stays as it is
     except ImportError:
         pass
     found.append("libdevmm.so.0")  # the dynamic loader's own search (ldconfig, LD_LIBRARY_PATH)
@@ -191,7 +193,11 @@ _SIGNATURES = {
     "devmm_thread_safe_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
     "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
                                                POINTER(c_void_p)]),
+    "devmm_callback_resource_create_ex": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint, _P,
+                                                  POINTER(c_void_p)]),
     "devmm_callbacks_disable": (None, []),
+    "devmm_torch_allocate": (c_int, [c_size_t, c_int, _P, POINTER(c_void_p)]),
+    "devmm_torch_deallocate": (None, [_P, c_size_t, c_int, _P]),
     # variadic in C (fmt, ...): always called with the format "%s" and one string
     "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
     "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
@@ -201,6 +207,8 @@ _SIGNATURES = {
     "devmm_buffer_resource": (_P, [_P]),
     "devmm_buffer_device": (Device, [_P]),
     "devmm_buffer_stream": (_P, [_P]),
+    "devmm_buffer_stream_wait": (c_int, [_P, _P]),
+    "devmm_deferred_frees_wait": (None, []),
     "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
                                     c_size_t, c_int, POINTER(c_void_p)]),
     "devmm_last_status": (c_int, []),
@@ -285,6 +293,12 @@ def check(status: int) -> None:
 def failed() -> errors.DevmmError:
     """The exception for a built-in that answered None: this thread's last devmm error."""
     return error(_bound("last_status")())
+
+
+def plugin_library(path: str) -> ctypes.CDLL:
+    """A loaded plugin's own shared object (the same handle devmm's loader holds), for the
+    entry points a plugin exports besides its descriptor (devmm-sim's test entry)."""
+    return ctypes.CDLL(path)
 
 # ----------------------------------------------------------------------------- built-ins
 

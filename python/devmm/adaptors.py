@@ -334,12 +334,38 @@ def _report(where: str, e: BaseException) -> int:
     return _lib.set_error(code, b"%s", msg.encode(errors="replace"))
 
 
+_RUNTIME_PLUGINS = {_C["DEVMM_DEVICE_CUDA"]: "cuda", _C["DEVMM_DEVICE_ROCM"]: "rocm",
+                    _C["DEVMM_DEVICE_SIM"]: "sim"}
+
+
+def _device_runtime(device) -> Optional[MemoryResource]:
+    """The runtime resource (``<plugin>.device``) of a device with streams, whose copy, memset
+    and stream ops serve a callback resource on that device; None when no plugin serves it."""
+    from .errors import DevmmError
+    from .mrs._kind import create_resource
+    from .resource import format_device
+    plugin = _RUNTIME_PLUGINS.get(device.device_type)
+    if plugin is None:
+        return None
+    try:
+        r = create_resource(f"{plugin}.device", device.device_id)
+    except DevmmError:
+        return None
+    return r if format_device(device) == r.device else None
+
+
 class CallbackMemoryResource(MemoryResource):
     """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
     ``deallocate(ptr, nbytes, alignment, stream)``. It works under every adaptor and with
     :func:`devmm.empty`; an exception in a callback becomes a devmm error carrying its
     message (``MemoryError`` becomes :class:`OutOfMemoryError`). Free what it allocated
     before the interpreter exits: after that its frees are skipped.
+
+    On a device with streams (``cuda:N``, ``rocm:N``, ``sim:N``), copies, memsets and stream
+    ordering go through ``runtime``, a resource of the same device (default: the device's
+    ``<plugin>.device``, when a plugin serves it): a Python allocator rarely brings them.
+    ``host_accessible`` (default: from the device) says the CPU may touch the memory: the CPU
+    then copies and fills it.
 
     >>> import ctypes
     >>> keep = {}
@@ -358,7 +384,9 @@ class CallbackMemoryResource(MemoryResource):
 
     def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
                  deallocate: Callable[[int, int, int, Optional[int]], object],
-                 device: str = "cpu", name: str = "python") -> None:
+                 device: str = "cpu", name: str = "python",
+                 runtime: Optional[MemoryResource] = None,
+                 host_accessible: Optional[bool] = None) -> None:
         def alloc(_user: int, nbytes: int, alignment: int, stream: int, out) -> int:
             try:
                 ptr = allocate(nbytes, alignment, stream)
@@ -381,18 +409,22 @@ class CallbackMemoryResource(MemoryResource):
         fns = (_ALLOC_FN(alloc), _FREE_FN(free))
         d = parse_device(device)
         flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if _lib.device_host_accessible(d) else 0
+        if host_accessible is not None:
+            flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if host_accessible else 0
+        if runtime is None and not flags:
+            runtime = _device_runtime(d)
         # The trampolines live until the C resource is destroyed (it can outlive this object:
         # buffers and DLPack exports hold it), then _destroy drops them.
         key = id(fns)
         _LIVE[key] = fns
         try:
-            h = _new(_lib.callback_resource_create, ctypes.cast(fns[0], ctypes.c_void_p),
+            h = _new(_lib.callback_resource_create_ex, ctypes.cast(fns[0], ctypes.c_void_p),
                      ctypes.cast(fns[1], ctypes.c_void_p), _DESTROY_PTR, key, d, name.encode(),
-                     flags)
+                     flags, runtime.handle if runtime is not None else None)
         except BaseException:
             _LIVE.pop(key, None)
             raise
-        super().__init__(h)
+        super().__init__(h)  # the C resource holds the runtime
 
 
 # The Python class of each adaptor type C reports (devmm_adaptor_kind): how a stack built from
