@@ -235,32 +235,33 @@ static int int_in(pyobject *o, long long lo, long long hi, int bools, long long 
   return arg_error(*py.overflow_error, fn, what, range);
 }
 
-/* An address: a non-negative int below 2**64, or NULL for None. Trusted beyond that. */
-static int addr_arg(pyobject *o, void **out, const char *fn, const char *what) {
-  if (o == py.none) {
-    *out = NULL;
-    return 1;
-  }
+/* An int in [0, 2**64): TypeError or OverflowError (naming `expected`) otherwise. */
+static int u64_arg(pyobject *o, unsigned long long *out, const char *fn, const char *what,
+                   const char *expected) {
   if (type_of(o) != py.long_type)
-    return arg_error(*py.type_error, fn, what, "an int address or None");
-  unsigned long long v = py.as_unsigned_long_long(o);
-  if (v == (unsigned long long)-1 && py.err_occurred()) {
+    return arg_error(*py.type_error, fn, what, expected);
+  *out = py.as_unsigned_long_long(o);
+  if (*out == (unsigned long long)-1 && py.err_occurred()) {
     py.err_clear();
-    return arg_error(*py.overflow_error, fn, what, "an address in [0, 2**64)");
+    return arg_error(*py.overflow_error, fn, what, expected);
   }
+  return 1;
+}
+
+/* An address: an int in [0, 2**64), or NULL for None. Trusted beyond that. */
+static int addr_arg(pyobject *o, void **out, const char *fn, const char *what) {
+  unsigned long long v = 0;
+  if (o != py.none && !u64_arg(o, &v, fn, what, "an int address in [0, 2**64) or None"))
+    return 0;
   *out = (void *)(uintptr_t)v;
   return 1;
 }
 
 /* A size: an int in [0, 2**64), as size_t holds it. */
 static int size_arg(pyobject *o, size_t *out, const char *fn, const char *what) {
-  if (type_of(o) != py.long_type)
-    return arg_error(*py.type_error, fn, what, "an int");
-  unsigned long long v = py.as_unsigned_long_long(o);
-  if (v == (unsigned long long)-1 && py.err_occurred()) {
-    py.err_clear();
-    return arg_error(*py.overflow_error, fn, what, "an int in [0, 2**64)");
-  }
+  unsigned long long v;
+  if (!u64_arg(o, &v, fn, what, "an int in [0, 2**64)"))
+    return 0;
   *out = (size_t)v;
   return 1;
 }

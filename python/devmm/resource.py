@@ -66,7 +66,22 @@ def format_device(d: _lib.Device) -> str:
 _size_t = ctypes.c_size_t
 
 
-class MemoryResource:
+class _SameHandle:
+    """Wrappers of one C object compare equal and hash alike: each call that returns a
+    resource or a buffer makes a new wrapper (two live C objects never share an address)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _SameHandle):
+            return NotImplemented
+        return self._h == other._h  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._h)  # type: ignore[attr-defined]
+
+
+class MemoryResource(_SameHandle):
     """A devmm resource (a reference to a C ``devmm_resource``).
 
     Every allocation through it is a raw pointer (an int); most users allocate tensors
@@ -154,16 +169,6 @@ class MemoryResource:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} on {self.device}>"
-
-    # Two wrappers of one C resource are the same resource (each call that returns a resource
-    # makes a new wrapper).
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MemoryResource):
-            return NotImplemented
-        return self._h == other._h
-
-    def __hash__(self) -> int:
-        return hash(self._h)
 
 
 def _stream(stream: Optional[int]) -> Optional[int]:

@@ -23,8 +23,8 @@ from . import _lib
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DeviceExportError, DevmmError, StreamError
-from .resource import (MemoryResource, _key, _scoped, _stream, _typed, format_device,
-                       parse_device)
+from .resource import (MemoryResource, _key, _SameHandle, _scoped, _stream, _typed,
+                       format_device, parse_device)
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
@@ -62,7 +62,7 @@ _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint1
 _size_t, _int64 = ctypes.c_size_t, ctypes.c_int64
 
 
-class Buffer:
+class Buffer(_SameHandle):
     """A ref-counted allocation: ``ptr``, ``nbytes``, ``resource``. ``free()`` gives the
     memory back now, or when the last consumer (a DLPack export, an array that viewed a tensor
     of it) releases it; freeing twice is harmless. Aligned as a tensor is (ADR 13, ADR 24): to
@@ -136,15 +136,6 @@ class Buffer:
     def __repr__(self) -> str:
         state = "freed" if self.freed else hex(self.ptr)
         return f"<devmm.Buffer {self.nbytes} bytes on {self.device} at {state}>"
-
-    # t.buffer makes a new wrapper each time: two wrappers of one C buffer are the same buffer
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Buffer):
-            return NotImplemented
-        return self._h == other._h
-
-    def __hash__(self) -> int:
-        return hash(self._h)
 
 
 def _current(device) -> MemoryResource:

@@ -244,6 +244,7 @@ def test_a_python_resource_on_a_device_gets_copies_and_streams(sim):
     c.synchronize()
     assert seen.value == 1
     t.buffer.free()
+    devmm._lib.deferred_frees_wait()  # handed to a consumer's stream: the free is off-thread
     assert r.current_bytes == 0
     c.destroy()
 

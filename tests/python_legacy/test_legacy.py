@@ -216,14 +216,7 @@ def test_readonly_view_stays_readonly_in_numpy_124():
 
 # review of #15, finding 3: a Python-defined resource's free while an exception propagates
 def test_exception_pending_while_a_python_resource_frees():
-    keep = {}
-
-    def alloc(n, a, s):
-        buf = ctypes.create_string_buffer(n + 64)
-        p = (ctypes.addressof(buf) + 63) // 64 * 64
-        keep[p] = buf
-        return p
-
+    keep, alloc = host_allocator()
     r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p), name="py")
     for make in (lambda: devmm.empty(4, resource=r), lambda: np.asarray(devmm.empty(4, resource=r)),
                  lambda: torch.from_dlpack(devmm.empty(4, resource=r))):
@@ -241,7 +234,9 @@ def test_no_typestr_is_a_clear_error(dtype):
             make(t)
 
 
-def test_managed_memory_is_a_clear_error():
+def host_allocator():
+    """(live buffers by address, allocate(n, alignment, stream)): 64-byte aligned host memory
+    from ctypes, for CallbackMemoryResource."""
     keep = {}
 
     def alloc(n, a, s):
@@ -250,6 +245,11 @@ def test_managed_memory_is_a_clear_error():
         keep[p] = buf
         return p
 
+    return keep, alloc
+
+
+def test_managed_memory_is_a_clear_error():
+    keep, alloc = host_allocator()
     # host memory labelled cuda_managed:0: a test double for managed memory (no GPU here)
     r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p),
                                      device="cuda_managed:0", name="host-memory-posing-as-managed")
