@@ -119,15 +119,6 @@ def test_buffer_is_aligned_as_tensors_are(nbytes):
     assert devmm.Buffer(nbytes, resource=r, alignment=4096).ptr % 4096 == 0  # more if asked
 
 
-def test_buffer_views_import_into_jax_without_a_copy():
-    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/requirements-test.txt "
-                                            "lists it for the PyPI venv)")
-    for nbytes in (16, 48, 400):
-        b = devmm.Buffer(nbytes, resource=MallocMemoryResource())
-        v = devmm.from_buffer_view(b, (nbytes // 4,), "float32")
-        assert jax.dlpack.from_dlpack(v).unsafe_buffer_pointer() == b.ptr
-
-
 def test_buffer_alignment_no_power_of_two_is_still_refused():
     with pytest.raises(ValueError, match="alignment 3 is not a power of two"):
         devmm.Buffer(16, alignment=3)

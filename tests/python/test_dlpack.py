@@ -381,6 +381,16 @@ def test_jax_numpy_copies_a_readonly_tensor(jax):
     assert jax.dlpack.from_dlpack(v.copy()).shape == (16,)
 
 
+# review of #15, finding 9: a devmm.Buffer had the resource's alignment (16 with malloc), so JAX
+# copied a view of it
+def test_buffer_views_import_into_jax_without_a_copy(jax):
+    from devmm.mrs.cpu import MallocMemoryResource
+    for nbytes in (16, 48, 400):
+        b = devmm.Buffer(nbytes, resource=MallocMemoryResource())
+        v = devmm.from_buffer_view(b, (nbytes // 4,), "float32")
+        assert jax.dlpack.from_dlpack(v).unsafe_buffer_pointer() == b.ptr
+
+
 def test_jax_refuses_padded_strides_and_copy_fixes_it(jax):
     p = devmm.zeros((4, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 128))
     with pytest.raises(Exception, match="compact"):
