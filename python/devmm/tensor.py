@@ -400,8 +400,11 @@ class Tensor:
         d = self._iface((held[1] or 0, bool(_lib.tensor_readonly(h))))
         buf = _lib.tensor_buffer(h)
         d["stream"] = _lib.buffer_stream(buf) or 1
-        if not _lib.buffer_is_freed(buf):  # its consumer's streams are unknown: a safe free
-            _lib.check(_lib.buffer_stream_wait(buf, _STREAM_ALL))
+        # its consumer's streams are unknown: a safe free. Once the owner freed it (maybe on
+        # another thread since the hold), the hold's own release is the free, deferred anyway.
+        rc = _lib.buffer_stream_wait(buf, _STREAM_ALL)
+        if rc and not _lib.buffer_is_freed(buf):
+            _lib.check(rc)
         return d
 
 
