@@ -748,24 +748,26 @@ static pyobject *f_callbacks(pyobject *self, pyobject *const *args, py_ssize_t n
   (void)self;
   if (!arity(nargs, 2, "callbacks"))
     return NULL;
-  pyobject *user = py.tuple_new(2), *out = py.tuple_new(4);
-  void *fns[] = {(void *)tramp_allocate, (void *)tramp_free, (void *)tramp_destroy, user};
-  for (int i = 0; user && out && i < 2; i++) {
-    py.incref(args[i]);
-    py.tuple_set_item(user, i, args[i]);
+  pyobject *user = py.tuple_new(2), *out = user ? py.tuple_new(4) : NULL;
+  if (!out) { /* MemoryError set */
+    if (user)
+      py.decref(user);
+    return NULL;
   }
-  for (int i = 0; user && out && i < 4; i++) {
+  for (int i = 0; i < 2; i++) {
+    py.incref(args[i]);
+    py.tuple_set_item(user, i, args[i]); /* steals the reference */
+  }
+  void *fns[] = {(void *)tramp_allocate, (void *)tramp_free, (void *)tramp_destroy, user};
+  for (int i = 0; i < 4; i++) {
     pyobject *v = py.from_void_ptr(fns[i]);
     if (!v || py.tuple_set_item(out, i, v)) {
       py.decref(out);
-      out = NULL;
+      py.decref(user);
+      return NULL;
     }
   }
-  if (!out && user)
-    py.decref(user);
-  if (out)
-    py.incref(user); /* the reference that destroy_fn releases; `out` holds its own */
-  return out;
+  return out; /* `user`'s one reference is destroy_fn's to release (`out` holds its address) */
 }
 
 /* constants() -> {name: value} of the C constants a front end needs */

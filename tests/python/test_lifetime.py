@@ -307,3 +307,30 @@ def test_cuda_array_interface_holds_memory(cuda_double):
     del t
     gc.collect()
     assert c.frees == 1
+
+
+def test_python_resource_releases_its_callbacks_with_the_c_resource():
+    # the C trampolines own the Python callbacks until the C resource is destroyed (it can
+    # outlive the Python object: tensors hold it), then let go of them
+    import weakref
+
+    class Pool:
+        def __init__(self):
+            self.c = Counting()
+
+        def allocate(self, n, a, s):
+            return self.c.allocate(n, a, s)
+
+        def deallocate(self, p, n, a, s):
+            self.c.deallocate(p, n, a, s)
+
+    pool = Pool()
+    gone = weakref.ref(pool)
+    r = devmm.CallbackMemoryResource(pool.allocate, pool.deallocate, name="weak")
+    t = devmm.empty(16, resource=r)
+    del pool, r
+    gc.collect()
+    assert gone() is not None and gone().c.allocs == 1  # the tensor keeps the resource
+    del t
+    gc.collect()
+    assert gone() is None
