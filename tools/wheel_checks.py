@@ -92,7 +92,7 @@ def wheel_problems(names: list[str], read) -> list[str]:
     notice = licenses + "LICENSES/THIRD-PARTY.md"
     text = read(notice).decode() if notice in names else ""
     for n in names:
-        if n.startswith("devmm.libs/"):
+        if n.startswith("devmm.libs/") and not n.endswith("/"):
             stem = re.sub(r"-[0-9a-f]{8}\.so.*$", "", os.path.basename(n))
             if f"devmm.libs/{stem}-" not in text:
                 problems.append(f"{n} is vendored but {notice} does not name {stem}")

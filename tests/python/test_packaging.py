@@ -397,7 +397,7 @@ def _wheel_members(drop=(), extra=()):
     names = ["devmm/__init__.py"] + [f"devmm/_native/{n}" for n in _wheel_checks().NATIVE]
     names += [f"devmm-0.1.0.dist-info/licenses/{n}" for n in _wheel_checks().LICENSES]
     names += ["devmm-0.1.0.dist-info/METADATA", "devmm.libs/libltdl-0123abcd.so.7.3.2",
-              "devmm.libs/libinih-89abcdef.so.1"] + list(extra)
+              "devmm.libs/", "devmm.libs/libinih-89abcdef.so.55"] + list(extra)
     return [n for n in names if not any(n.endswith(d) for d in drop)]
 
 
