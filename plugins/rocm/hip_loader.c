@@ -19,8 +19,8 @@ struct rocm_hip rocm_hip;
 
 static const char *const libraries[] = {ROCM_HIP_LIBRARIES};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static const char *loaded;                        /* the library in use, NULL if none */
-static char why[1024]; /* "<library>: <reason>" per library tried, separated by "; " */
+static const char *loaded; /* the library in use, NULL if none */
+static char why[1024];     /* "<library>: <reason>" per library tried, separated by "; " */
 
 static void tried(const char *library, const char *reason) {
   size_t n = strlen(why);
