@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_config fuzz_parse fuzz_layout
+FUZZ_TARGETS = fuzz_config fuzz_parse fuzz_layout fuzz_log
 MESON ?= meson
 NINJA ?= ninja
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null)
@@ -72,7 +72,8 @@ tsan: deps
 	  -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython_tests=disabled
 	$(NINJA) -C $(TSAN_BUILD)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
-	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry
+	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry \
+	  sim_runtime sim_gpu sim_core
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
 valgrind: test-build

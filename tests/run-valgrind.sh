@@ -13,16 +13,24 @@ export DEVMM_TEST_SETUID_INI="$root/tests/config/setuid/devmm.ini"
 # not "config": it changes uid and directory, which without fork would leak into later tests
 # (it runs under ASan/UBSan in make asan, forked)
 suites="error dtype layout resource statistics limiting tracking logging aligned failure
-thread_safe registry buffer stress plugins faults untrusted interchange"
+thread_safe registry buffer stress plugins faults untrusted interchange log oom tracking_history"
 failed=0
 n=0
-for s in $suites; do
+log=${TMPDIR:-/tmp}
+run_suite() { # binary suite
   n=$((n + 1))
-  if $VALGRIND "$root/$build/tests/test-core" "$s" >"/tmp/devmm-valgrind-$s.log" 2>&1; then
-    echo "valgrind $s: clean"
+  if $VALGRIND "$root/$build/tests/$1" "$2" >"$log/devmm-valgrind-$2.log" 2>&1; then
+    echo "valgrind $2: clean"
   else
-    echo "valgrind $s: FAILED"; cat "/tmp/devmm-valgrind-$s.log"; failed=$((failed + 1))
+    echo "valgrind $2: FAILED"; cat "$log/devmm-valgrind-$2.log"; failed=$((failed + 1))
   fi
+}
+for s in $suites; do
+  run_suite test-core "$s"
+done
+# the simulated accelerator's suites (threads, memfd mappings, gpu.c over them)
+for s in sim_runtime sim_gpu sim_core; do
+  run_suite test-core "$s"
 done
 echo "valgrind: $n suites, $failed failed"
 [ $failed -eq 0 ]

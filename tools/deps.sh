@@ -23,6 +23,7 @@ APT_PACKAGES=(                                         # make test / make verify
   python3 python3-venv python3-numpy python3-torch     # legacy-DLPack consumers (numpy 1.24, torch 1.13)
   python3-pytest
   clang libclang-rt-14-dev valgrind                    # sanitizers, fuzzing, valgrind
+  chromium                                             # the timeline's browser test (headless)
 )
 WHEEL_PACKAGES=("${BUILD_PACKAGES[@]}" libamdhip64-dev python3 python3-venv)
 

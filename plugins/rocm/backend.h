@@ -40,6 +40,7 @@
   X(EventDestroy)                                                                                  \
   X(StreamWaitEvent)                                                                               \
   X(StreamSynchronize)                                                                             \
+  X(DeviceSynchronize)                                                                             \
   X(MemPrefetchAsync)                                                                              \
   X(MemAdvise)
 
@@ -79,11 +80,14 @@ static inline const char *rocm_error_name(hipError_t e) {
 }
 
 #define GPU_PLUGIN "rocm"
+#define GPU_PREFIX "hip" /* the runtime's call names in messages: hipMallocFromPoolAsync */
 #define GPU_DESCRIPTION "HIP runtime: hipMalloc, hipMallocAsync pools, managed, pinned"
 #define GPU_DEVICE_TYPE DEVMM_DEVICE_ROCM
 #define GPU_HOST_TYPE DEVMM_DEVICE_ROCM_HOST
 #define GPU_MANAGED_TYPE DEVMM_DEVICE_ROCM /* DLPack has no ROCm-managed device type */
 #define GPU_NATIVE_ALIGNMENT 256
+/* HIP 5.x's hipMemPoolProps has no maxSize: max_pool_size is refused, never dropped */
+#define GPU_POOL_HAS_MAX_SIZE 0
 
 typedef hipError_t gpuError_t;
 typedef hipStream_t gpuStream_t;
@@ -100,6 +104,7 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuGetDeviceProperties rocm_hip.GetDeviceProperties
 #define gpuGetDevice rocm_hip.GetDevice
 #define gpuSetDevice rocm_hip.SetDevice
+#define gpuDeviceSynchronize rocm_hip.DeviceSynchronize
 #define gpuMalloc rocm_hip.Malloc
 #define gpuFree rocm_hip.Free
 #define gpuMallocManaged rocm_hip.MallocManaged
@@ -136,7 +141,7 @@ static inline gpuError_t gpu_advise(const void *p, size_t n, gpuMemoryAdvise a, 
 }
 
 static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_size) {
-  (void)max_size; /* HIP 5.x pools have no maxSize */
+  (void)max_size; /* never set: gpu.c refuses max_pool_size (GPU_POOL_HAS_MAX_SIZE 0) */
   p->allocType = hipMemAllocationTypePinned;
   p->handleTypes = hipMemHandleTypeNone;
   p->location.type = hipMemLocationTypeDevice;

@@ -2,6 +2,7 @@
 
 ``python -m devmm info [--check] [--json] [--strict] [--config FILE]`` runs this installation's
 devmm-info with the same arguments (devmm._tool): one tool, one output.
+``python -m devmm timeline LOG.csv -o timeline.html``: a memory timeline (devmm.timeline).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", add_help=False,
                    help="devmm-info: the configuration, plugins, devices and stacks "
                         "(python -m devmm info --help)")
-    ap.parse_args(argv)
-    return 2  # not reached: argparse exits on anything but `info`, handled above
+    from .timeline import add_parser as add_timeline  # its own module: separable
+    add_timeline(sub)
+    args = ap.parse_args(argv)
+    return args.run(args)  # `info` never gets here: it is handled above
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
   X(error) X(dtype) X(layout) X(resource) X(statistics) X(limiting)           \
   X(tracking) X(logging) X(aligned) X(failure) X(thread_safe) X(registry)     \
   X(buffer) X(stress) X(config) X(plugins) X(faults) X(untrusted)             \
-  X(interchange)
+  X(interchange) X(sim_runtime) X(sim_gpu) X(sim_core)                      \
+  X(log) X(oom) X(tracking_history)
 // clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);
