@@ -271,7 +271,7 @@ def test_meson_install_puts_the_python_package_on_the_interpreters_path(tmp_path
         f"{pydir} is not on {DEBIAN_PYTHON}'s path {_site_dirs(DEBIAN_PYTHON)}"
     assert f"Python package: {DEBIAN_PYTHON} -> {pydir}" in summary, summary[-2500:]
     # the summary names every optional part, on or off: Check is here, so the suites are on
-    for part in ("cuda plugin", "rocm plugin", "RMM bridge", "fuzz targets",
+    for part in ("cuda plugin", "rocm plugin", "RMM bridge", "fuzz targets", "libdevmm-torch",
                  "Python tests (.venv)", "Python tests (Debian python3)"):
         assert re.search(rf"^\s*{re.escape(part)}: ", summary, re.M), (part, summary[-2500:])
     if shutil.which("pkg-config") and \
