@@ -43,8 +43,11 @@ echo "== devmm-info --check (the console script)"
 echo "== what the installed wheel reports (tools/wheel_checks.py)"
 /venv/bin/python /extra/wheel_checks.py
 echo "== README's Python example, docs/api.md"
-/venv/bin/python -m doctest /extra/readme-example.txt && echo "   README.md: passed"
-/venv/bin/python -m doctest -o ELLIPSIS /extra/api.md && echo "   docs/api.md: passed"
+# (one command per line: under set -e a failure on the left of && would not stop the script)
+/venv/bin/python -m doctest /extra/readme-example.txt
+echo "   README.md: passed"
+/venv/bin/python -m doctest -o ELLIPSIS /extra/api.md
+echo "   docs/api.md: passed"
 echo "wheel-smoke: ok"
 EOF
 echo "wheel-smoke: $(basename "$wheel") on a fresh Debian 12"

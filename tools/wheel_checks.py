@@ -71,8 +71,9 @@ def plugin_problems(info: dict) -> list[str]:
 
 # What a wheel must hold besides the Python modules: the native parts under devmm/_native, and
 # the license texts (pyproject's license-files) in .dist-info/licenses.
-NATIVE = ["libdevmm.so", "devmm-info", "devmm.ini", "plugins/devmm-cpu.so",
-          "plugins/devmm-cuda.so", "plugins/devmm-rocm.so"]
+PROGRAMS = ["devmm-info", "devmm-replay"]  # each also a console script (pyproject.toml)
+NATIVE = PROGRAMS + ["libdevmm.so", "devmm.ini", "plugins/devmm-cpu.so", "plugins/devmm-cuda.so",
+                     "plugins/devmm-rocm.so"]
 LICENSES = ["LICENSE", "LICENSES/THIRD-PARTY.md", "LICENSES/LGPL-2.1.txt",
             "LICENSES/libinih.copyright", "LICENSES/HIP-headers-MIT.txt"]
 
@@ -138,6 +139,11 @@ def main() -> int:
         problems.append(f"devmm-info --check (exit {script.returncode}) and python -m devmm info "
                         f"--check (exit {module.returncode}) differ or fail:\n{script.stdout}"
                         f"{script.stderr}\n{module.stdout}{module.stderr}")
+    for name in PROGRAMS:  # the console scripts run the package's programs
+        r = _run(os.path.join(bindir, name), "--help")
+        if r.returncode != 0 or not r.stdout.startswith(f"usage: {name} "):
+            problems.append(f"{name} --help (console script): exit {r.returncode}: "
+                            f"{r.stdout[:200]}{r.stderr[:200]}")
     if devmm.__version__ != importlib.metadata.version("devmm"):
         problems.append(f"devmm.__version__ {devmm.__version__} is not the installed "
                         f"distribution's {importlib.metadata.version('devmm')}")

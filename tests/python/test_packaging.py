@@ -217,6 +217,10 @@ def test_meson_install_layout(tmp_path):
     # <sysconfdir> step, which points outside the destdir here
     env["DEVMM_CONFIG"] = str(root) + os.path.join(sysconf, "devmm", "devmm.ini")
     env["XDG_CONFIG_HOME"] = str(tmp_path / "no-xdg")
+    # and the installed programs (devmm-replay), not the build's, are the ones on PATH
+    env["PATH"] = os.pathsep.join([os.path.join(prefix, opts["bindir"])] + [
+        d for d in env["PATH"].split(os.pathsep) if os.path.realpath(d) !=
+        os.path.realpath(os.path.join(BUILD, "tools"))])
     for doc in ("README.md", os.path.join("docs", "api.md")):
         r = subprocess.run([sys.executable, "-m", "doctest", "-o", "ELLIPSIS",
                             os.path.join(SRC, doc)], env=env, capture_output=True, text=True,
@@ -429,3 +433,18 @@ def test_wheel_check_passes_a_complete_wheel():
 def test_wheel_check_fails_a_wheel_without_its_licenses_or_parts(members, what):
     problems = _wheel_checks().wheel_problems(members, _read_notice)
     assert any(p.startswith(what) for p in problems), problems
+
+
+def test_every_installed_program_is_a_console_script_of_the_wheel():
+    # the wheel puts devmm's programs in devmm/_native, which is on nobody's PATH: each needs a
+    # console script (docs/api.md runs devmm-replay by name, as an installed user would)
+    with open(os.path.join(SRC, "tools", "meson.build")) as f:
+        programs = re.findall(r"executable\('([^']+)'[^)]*install_dir: bindir", f.read(), re.S)
+    assert "devmm-info" in programs, programs
+    with open(os.path.join(SRC, "pyproject.toml")) as f:
+        scripts = dict(re.findall(r'^([a-z-]+) = "(devmm\._tool:[a-z_]+)"$', f.read(), re.M))
+    assert sorted(scripts) == sorted(programs), (scripts, programs)
+    import devmm._tool
+    for name, entry in scripts.items():
+        assert callable(getattr(devmm._tool, entry.split(":")[1])), entry
+    assert sorted(_wheel_checks().PROGRAMS) == sorted(programs)
