@@ -42,7 +42,8 @@ echo "== devmm-info --check (the console script)"
 /venv/bin/devmm-info --check
 echo "== what the installed wheel reports (tools/wheel_checks.py)"
 /venv/bin/python /extra/wheel_checks.py
-echo "== README's Python example, docs/api.md"
+echo "== README's Python example, docs/api.md (in the venv, as after . /venv/bin/activate)"
+export PATH="/venv/bin:$PATH"  # docs/api.md runs the devmm-replay console script by name
 # (one command per line: under set -e a failure on the left of && would not stop the script)
 /venv/bin/python -m doctest /extra/readme-example.txt
 echo "   README.md: passed"
