@@ -96,7 +96,9 @@ verify: lint test asan tsan valgrind python-asan fuzz
 # A portable wheel in dist/ from the *committed* tree (the sdist is `meson dist`, a git archive):
 # the sdist, a wheel built from it (pip's path: meson-python), retagged
 # py3-none (ctypes only: no CPython ABI) and repaired by auditwheel (libltdl and libinih vendored,
-# the manylinux tag Debian 12's glibc allows: manylinux_2_34). Tools: .venv-wheel (make deps).
+# the manylinux tag Debian 12's glibc allows: manylinux_2_34), then checked: the native parts,
+# the license texts and a notice for each vendored library (tools/wheel_checks.py --wheel).
+# Tools: .venv-wheel (tools/deps.sh wheel).
 WHEEL_VENV = .venv-wheel
 wheel:
 	@./tools/deps.sh wheel
@@ -106,6 +108,7 @@ wheel:
 	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_VENV)/bin/auditwheel repair -w dist dist/raw/*.whl
 	mv dist/raw/*.tar.gz dist/
 	rm -rf dist/raw
+	$(WHEEL_VENV)/bin/python tools/wheel_checks.py --wheel dist/devmm-*.whl
 	@ls -l dist
 
 # The wheel on a brand-new Debian 12 with only python3 + python3-venv (root; see the script).

@@ -7,8 +7,9 @@
 # Needs root (debootstrap, chroot, mounts) and the network to the Debian mirror this machine's
 # apt uses (and PyPI, for commands that pip install). The base system is made once and cached in
 # $FRESH_DEBIAN_CACHE (default: ~/.cache/devmm-fresh-debian); each run starts from a pristine copy
-# in a temporary directory that is removed afterwards. Prints the command's output; exits with
-# its status.
+# in a temporary directory that is removed afterwards (tools/fresh-debian-mounts.sh: never
+# through a mount). Prints the command's output; exits with its status (3 if the run directory
+# could not be removed).
 set -euo pipefail
 copy=${1:?usage: fresh-debian.sh COPY_DIR COMMAND}
 cmd=${2:?usage: fresh-debian.sh COPY_DIR COMMAND}
@@ -28,14 +29,11 @@ if [ ! -x "$cache/rootfs/bin/bash" ]; then
     { echo "fresh-debian: debootstrap failed, see $cache/debootstrap.log" >&2; exit 2; }
   mv "$cache/rootfs.new" "$cache/rootfs"
 fi
+# shellcheck source=tools/fresh-debian-mounts.sh
+. "$(dirname "$0")/fresh-debian-mounts.sh"
 work=$(mktemp -d "$cache/run.XXXXXX")
 root=$work/root
-# shellcheck disable=SC2317  # called by the trap
-cleanup() {
-  for m in sys dev proc; do umount -R "$root/$m" 2>/dev/null || umount -lR "$root/$m" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'fresh_debian_cleanup "$work" "$root" || exit 3' EXIT  # 3: the run directory stayed
 cp -a "$cache/rootfs" "$root"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # this network's pip settings and extra certificate authorities (a user's machine needs none)
@@ -43,9 +41,7 @@ if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
 mkdir -p "$root/usr/local/share/ca-certificates" "$root/extra"
 find /usr/local/share/ca-certificates -maxdepth 1 -name '*.crt' -exec cp {} "$root/usr/local/share/ca-certificates/" \; 2>/dev/null || true
 cp -a "$copy"/. "$root/extra/"
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
-mount --rbind /sys "$root/sys"
+fresh_debian_mount "$root"
 set +e
 chroot "$root" /usr/bin/env -i HOME=/root DEBIAN_FRONTEND=noninteractive \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c "$cmd"

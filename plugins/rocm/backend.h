@@ -51,11 +51,11 @@ struct rocm_hip {
 #undef ROCM_HIP_POINTER
 extern struct rocm_hip rocm_hip;
 
-/* Loads HIP once (thread-safe); hipSuccess, or ROCM_NO_HIP with rocm_hip_error() saying why. */
+/* Loads HIP once (thread-safe); hipSuccess, or ROCM_NO_HIP with rocm_hip_tried() saying why. */
 #define ROCM_NO_HIP hipErrorSharedObjectInitFailed
 hipError_t rocm_hip_load(void);
-/* "no HIP runtime found (<each library tried>: <why>)", or "" once loaded. */
-const char *rocm_hip_error(void);
+/* "<each library tried>: <why>", separated by "; ", or "" once loaded. */
+const char *rocm_hip_tried(void);
 /* The library that was loaded ("libamdhip64.so.6"), or NULL. */
 const char *rocm_hip_library(void);
 
@@ -68,12 +68,15 @@ static inline hipError_t rocm_get_device_count(int *n) {
   return rocm_hip.GetDeviceCount(n);
 }
 
+/* gpu.c reports a failed call as "<error string> (<error name>)". Without HIP there is no HIP
+ * error to name: the string is "no HIP runtime found" and the name slot carries what was tried,
+ * so the message reads "no HIP runtime found (<library>: <why>; ...)". */
 static inline const char *rocm_error_string(hipError_t e) {
-  return rocm_hip.GetErrorString ? rocm_hip.GetErrorString(e) : rocm_hip_error();
+  return rocm_hip.GetErrorString ? rocm_hip.GetErrorString(e) : "no HIP runtime found";
 }
 
 static inline const char *rocm_error_name(hipError_t e) {
-  return rocm_hip.GetErrorName ? rocm_hip.GetErrorName(e) : "dlopen";
+  return rocm_hip.GetErrorName ? rocm_hip.GetErrorName(e) : rocm_hip_tried();
 }
 
 #define GPU_PLUGIN "rocm"

@@ -19,12 +19,12 @@ struct rocm_hip rocm_hip;
 
 static const char *const libraries[] = {ROCM_HIP_LIBRARIES};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static const char *loaded;                        /* the library in use, NULL if none */
-static char why[1024] = "no HIP runtime found ("; /* then one "<library>: <reason>" per try */
+static const char *loaded; /* the library in use, NULL if none */
+static char why[1024];     /* "<library>: <reason>" per library tried, separated by "; " */
 
 static void tried(const char *library, const char *reason) {
   size_t n = strlen(why);
-  snprintf(why + n, sizeof why - n, "%s%s: %s", why[n - 1] == '(' ? "" : "; ", library, reason);
+  snprintf(why + n, sizeof why - n, "%s%s: %s", n ? "; " : "", library, reason);
 }
 
 /* Fills rocm_hip from h; on a missing symbol, clears it and says which. */
@@ -63,8 +63,6 @@ static void load(void) {
     }
     dlclose(h);
   }
-  size_t n = strlen(why);
-  snprintf(why + n, sizeof why - n, ")");
 }
 
 hipError_t rocm_hip_load(void) {
@@ -72,7 +70,7 @@ hipError_t rocm_hip_load(void) {
   return loaded ? hipSuccess : ROCM_NO_HIP;
 }
 
-const char *rocm_hip_error(void) {
+const char *rocm_hip_tried(void) {
   pthread_once(&once, load);
   return loaded ? "" : why;
 }

@@ -3,7 +3,8 @@
 # the cpu, cuda and rmm plugins, devmm-info, bench-gpu — and copies the runtime libraries the
 # GPU machine lacks (libltdl, inih: nothing can be installed there) into build-gpu/runtime/.
 # Then:
-#   run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=480)
+#   run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=330)   (see the
+#   run-the-gpu-script skill: the budget must leave room for one rerun, then give_back)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./tools/deps.sh
