@@ -1,14 +1,20 @@
-/* The Check runner: `test-core SUITE` runs one suite (Meson registers one test per suite). */
+/* The Check runner: `test-core SUITE` runs one suite (Meson registers one test per suite).
+ * A test may skip (testres_skip): when every test that ran skipped, the runner prints the reasons
+ * and exits 77, which Meson reports as SKIP; a run where only some skipped fails. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "testres.h"
 
 // clang-format off
 #define SUITES(X)                                                              \
   X(error) X(dtype) X(layout) X(resource) X(statistics) X(limiting)           \
   X(tracking) X(logging) X(aligned) X(failure) X(thread_safe) X(registry)     \
-  X(buffer) X(stress) X(config) X(plugins) X(faults) X(untrusted)
+  X(buffer) X(stress) X(config) X(plugins) X(faults) X(untrusted)           \
+  X(setuid)
 // clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);
@@ -33,8 +39,32 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown suite '%s'\n", argv[1]);
     return 2;
   }
+  char skips[TESTRES_PATH_MAX];
+  snprintf(skips, sizeof skips, "%s/devmm-skips-XXXXXX", testres_tmpdir());
+  int fd = mkstemp(skips);
+  if (fd < 0) {
+    perror(skips);
+    return 2;
+  }
+  close(fd);
+  setenv("DEVMM_TEST_SKIPS", skips, 1);
   srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
+  int failed = srunner_ntests_failed(sr), run = srunner_ntests_run(sr), skipped = 0;
   srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  FILE *f = fopen(skips, "r");
+  char line[1024];
+  while (f && fgets(line, sizeof line, f)) {
+    printf("skipped: %s", line);
+    skipped++;
+  }
+  if (f)
+    fclose(f);
+  unlink(skips);
+  if (failed)
+    return EXIT_FAILURE;
+  if (skipped && skipped != run) {
+    printf("FAIL: %d of %d tests skipped: only a whole suite may skip\n", skipped, run);
+    return EXIT_FAILURE;
+  }
+  return skipped ? 77 : EXIT_SUCCESS;
 }

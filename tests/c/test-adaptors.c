@@ -46,6 +46,47 @@ START_TEST(statistics_counts) {
 }
 END_TEST
 
+/* The peak is raised by the allocation that reaches it, not only by a read: nothing reads the
+ * figures until everything is freed again. */
+START_TEST(statistics_peak_between_reads) {
+  devmm_resource *up = testres_create(NULL), *st;
+  ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, MODE, &st), DEVMM_OK);
+  void *p[3];
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(devmm_allocate(st, 100 * (size_t)(i + 1), 0, NULL, &p[i]), DEVMM_OK);
+  for (int i = 0; i < 3; i++)
+    ck_assert_int_eq(devmm_deallocate(st, p[i], 100 * (size_t)(i + 1), 0, NULL), DEVMM_OK);
+  devmm_statistics s = stats_of(st);
+  ck_assert_int_eq(s.current_bytes, 0);
+  ck_assert_int_eq(s.current_count, 0);
+  ck_assert_int_eq(s.peak_bytes, 600);
+  ck_assert_int_eq(s.peak_count, 3);
+  /* after a reset, a new (lower) peak between two reads */
+  ck_assert_int_eq(devmm_statistics_reset_peak(st), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(st, 40, 0, NULL, &p[0]), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(st, 10, 0, NULL, &p[1]), DEVMM_OK);
+  devmm_deallocate(st, p[0], 40, 0, NULL);
+  devmm_deallocate(st, p[1], 10, 0, NULL);
+  s = stats_of(st);
+  ck_assert_int_eq(s.peak_bytes, 50);
+  ck_assert_int_eq(s.peak_count, 2);
+  /* inside a scope too */
+  ck_assert_int_eq(devmm_statistics_push(st), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(st, 70, 0, NULL, &p[0]), DEVMM_OK);
+  devmm_deallocate(st, p[0], 70, 0, NULL);
+  devmm_statistics inner;
+  ck_assert_int_eq(devmm_statistics_pop(st, &inner), DEVMM_OK);
+  ck_assert_int_eq(inner.peak_bytes, 70);
+  ck_assert_int_eq(inner.peak_count, 1);
+  s = stats_of(st);
+  ck_assert_int_eq(s.peak_bytes, 70); /* the inner peak merges into the outer one */
+  ck_assert_int_eq(s.total_count, 6);
+  ck_assert_int_eq(s.total_bytes, 600 + 50 + 70);
+  devmm_resource_release(st);
+  devmm_resource_release(up);
+}
+END_TEST
+
 START_TEST(statistics_scopes) {
   devmm_resource *up = testres_create(NULL), *st;
   ck_assert_int_eq(devmm_statistics_adaptor_create_ex(up, MODE, &st), DEVMM_OK);
@@ -147,6 +188,7 @@ Suite *statistics_suite(void) {
   Suite *s = suite_create("statistics");
   TCase *tc = tcase_create("core");
   tcase_add_loop_test(tc, statistics_counts, 0, 2);
+  tcase_add_loop_test(tc, statistics_peak_between_reads, 0, 2);
   tcase_add_loop_test(tc, statistics_scopes, 0, 2);
   tcase_add_loop_test(tc, statistics_failure_not_counted_and_bad_input, 0, 2);
   tcase_add_test(tc, statistics_sharded_threads);
@@ -186,6 +228,35 @@ START_TEST(limiting_refuses_over_limit) {
 }
 END_TEST
 
+/* Exactly the limit fits, from empty and on top of what is in use; one byte more does not. */
+START_TEST(limiting_exactly_the_limit) {
+  testres *ts;
+  devmm_resource *up = testres_create(&ts), *lim;
+  ck_assert_int_eq(devmm_limiting_adaptor_create(up, 1000, &lim), DEVMM_OK);
+  void *a, *b;
+  ck_assert_int_eq(devmm_allocate(lim, 1001, 0, NULL, &a), DEVMM_ENOMEM);
+  ck_assert_error_contains("allocating 1001 bytes");
+  ck_assert_error_contains("limit of 1000 bytes (0 bytes in use)");
+  ck_assert_int_eq(devmm_allocate(lim, 1000, 0, NULL, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 1, 0, NULL, &b), DEVMM_ENOMEM);
+  ck_assert_error_contains("(1000 bytes in use)");
+  ck_assert_int_eq(devmm_deallocate(lim, a, 1000, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 999, 0, NULL, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 2, 0, NULL, &b), DEVMM_ENOMEM);
+  ck_assert_int_eq(devmm_allocate(lim, 1, 0, NULL, &b), DEVMM_OK);
+  size_t used;
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 1000);
+  devmm_deallocate(lim, a, 999, 0, NULL);
+  devmm_deallocate(lim, b, 1, 0, NULL);
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 0);
+  ck_assert_int_eq(ts->live_bytes, 0);
+  devmm_resource_release(lim);
+  devmm_resource_release(up);
+}
+END_TEST
+
 START_TEST(limiting_upstream_failure_restores_count) {
   testres *ts;
   devmm_resource *up = testres_create(&ts), *lim;
@@ -205,6 +276,7 @@ Suite *limiting_suite(void) {
   Suite *s = suite_create("limiting");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, limiting_refuses_over_limit);
+  tcase_add_test(tc, limiting_exactly_the_limit);
   tcase_add_test(tc, limiting_upstream_failure_restores_count);
   suite_add_tcase(s, tc);
   return s;
@@ -256,6 +328,28 @@ START_TEST(tracking_lookup_inside) {
 }
 END_TEST
 
+/* The first and last byte of a live allocation are inside it; one past the end and one before
+ * the start are not. */
+START_TEST(tracking_lookup_bounds) {
+  devmm_resource *up = testres_create(NULL), *tr;
+  ck_assert_int_eq(devmm_tracking_adaptor_create(up, 0, &tr), DEVMM_OK);
+  char *p;
+  ck_assert_int_eq(devmm_allocate(tr, 64, 0, NULL, (void **)&p), DEVMM_OK);
+  devmm_allocation_info info;
+  ck_assert_int_eq(devmm_tracking_lookup(tr, p, &info), DEVMM_OK);
+  ck_assert_ptr_eq(info.ptr, p);
+  ck_assert_uint_eq(info.bytes, 64);
+  ck_assert_int_eq(devmm_tracking_lookup(tr, p + 63, &info), DEVMM_OK);
+  ck_assert_ptr_eq(info.ptr, p);
+  ck_assert_int_eq(devmm_tracking_lookup(tr, p + 64, &info), DEVMM_ENOENT);
+  ck_assert_error_contains("is not inside a live allocation");
+  ck_assert_int_eq(devmm_tracking_lookup(tr, p - 1, &info), DEVMM_ENOENT);
+  ck_assert_int_eq(devmm_deallocate(tr, p, 64, 0, NULL), DEVMM_OK);
+  devmm_resource_release(tr);
+  devmm_resource_release(up);
+}
+END_TEST
+
 START_TEST(tracking_catches_double_free_and_size_mismatch) {
   testres *ts;
   devmm_resource *up = testres_create(&ts), *tr;
@@ -302,6 +396,7 @@ Suite *tracking_suite(void) {
   Suite *s = suite_create("tracking");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, tracking_lookup_inside);
+  tcase_add_test(tc, tracking_lookup_bounds);
   tcase_add_test(tc, tracking_catches_double_free_and_size_mismatch);
   tcase_add_test(tc, tracking_backtraces_and_report);
   suite_add_tcase(s, tc);
@@ -311,10 +406,8 @@ Suite *tracking_suite(void) {
 /* ================================================================ logging */
 
 START_TEST(logging_csv) {
-  char path[] = "/tmp/devmm-log-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
+  char path[TESTRES_PATH_MAX];
+  close(testres_mkstemp(path, sizeof path, "log"));
   testres *ts;
   devmm_resource *up = testres_create(&ts), *lg;
   ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 0, &lg), DEVMM_OK);

@@ -28,10 +28,8 @@ static void isolate(void) {
 }
 
 static char *write_temp(const char *text) {
-  static char path[64];
-  strcpy(path, "/tmp/devmm-test-XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
+  static char path[TESTRES_PATH_MAX];
+  int fd = testres_mkstemp(path, sizeof path, "test");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   return path;
@@ -88,7 +86,7 @@ END_TEST
 START_TEST(config_failed_reinit_keeps_previous_state) {
   isolate();
   char *good = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = statistics\n");
-  char goodpath[64];
+  char goodpath[TESTRES_PATH_MAX];
   strcpy(goodpath, good);
   ck_assert_int_eq(devmm_init(goodpath), DEVMM_OK);
   devmm_resource *before, *after;
@@ -111,7 +109,7 @@ START_TEST(config_missing_and_unreadable_files) {
   ck_assert_str_eq(devmm_last_error(), "cannot read configuration file '/nonexistent/devmm.ini': "
                                        "No such file or directory");
   char *p = write_temp("[devmm]\n");
-  char path[64];
+  char path[TESTRES_PATH_MAX];
   strcpy(path, p);
   chmod(path, 0);
   if (geteuid() == 0)
@@ -131,8 +129,8 @@ START_TEST(config_lookup_order) {
   ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
   ck_assert_str_eq(d.stack, "cpu.malloc");
   /* $XDG_CONFIG_HOME/devmm/devmm.ini */
-  char xdg[] = "/tmp/devmm-xdg-XXXXXX", sub[128], file[160];
-  ck_assert_ptr_nonnull(mkdtemp(xdg));
+  char xdg[TESTRES_PATH_MAX], sub[TESTRES_PATH_MAX + 8], file[TESTRES_PATH_MAX + 20];
+  testres_mkdtemp(xdg, sizeof xdg, "xdg");
   snprintf(sub, sizeof sub, "%s/devmm", xdg);
   mkdir(sub, 0755);
   snprintf(file, sizeof file, "%s/devmm.ini", sub);
@@ -229,6 +227,33 @@ START_TEST(parse_sizes) {
                   devmm_last_error());
     ck_assert_uint_eq(v, ok[i].want);
   }
+  /* every unit's factor: binary (KiB..TiB and the short K, M, G) and decimal (KB..TB) */
+  struct {
+    const char *unit;
+    size_t factor;
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KiB", 1ull << 10},
+               {"MiB", 1ull << 20},
+               {"GiB", 1ull << 30},
+               {"TiB", 1ull << 40},
+               {"KB", 1000},
+               {"MB", 1000000},
+               {"GB", 1000000000},
+               {"TB", 1000000000000ull},
+               {"K", 1ull << 10},
+               {"M", 1ull << 20},
+               {"G", 1ull << 30},
+               {"kib", 1ull << 10},
+               {"tb", 1000000000000ull}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    char text[32];
+    size_t v;
+    snprintf(text, sizeof text, "3 %s", units[i].unit);
+    ck_assert_msg(devmm_parse_size(text, 0, &v) == 0, "%s: %s", text, devmm_last_error());
+    ck_assert_msg(v == 3 * units[i].factor, "'%s' is %zu, expected %zu", text, v,
+                  3 * units[i].factor);
+  }
   size_t v;
   ck_assert_int_eq(devmm_parse_size("-5", 0, &v), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_parse_size("5 parsecs", 0, &v), DEVMM_EINVAL);
@@ -317,6 +342,24 @@ START_TEST(plugin_load_faults) {
 }
 END_TEST
 
+/* A plugin that needs exactly one minor version more than this host is refused (the 1.99 case
+ * above cannot tell "minor > host minor" from "minor > host major"). */
+START_TEST(plugin_next_minor_refused) {
+  isolate();
+  const char *cfgpath = config_with("nextminor", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named("nextminor");
+  ck_assert_int_eq(st.loaded, 0);
+  char want[128];
+  snprintf(want, sizeof want, "it needs plugin ABI %d.%d; this devmm provides only %d.%d",
+           DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR + 1, DEVMM_PLUGIN_ABI_MAJOR,
+           DEVMM_PLUGIN_ABI_MINOR);
+  ck_assert_msg(strstr(st.error, want) != NULL, "error '%s' lacks '%s'", st.error, want);
+  ck_assert_int_eq(plugin_named("cpu").loaded, 1);
+  unlink(cfgpath);
+}
+END_TEST
+
 START_TEST(plugin_factory_faults) {
   isolate();
   /* the working test plugin's kind serves cpu:0 through a section */
@@ -370,8 +413,8 @@ static void copy_file(const char *from, const char *to) {
 
 START_TEST(plugin_writable_by_others_refused) {
   isolate();
-  char dir[] = "/tmp/devmm-ww-XXXXXX", so[128], src[1024], text[512];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char dir[TESTRES_PATH_MAX], so[TESTRES_PATH_MAX + 20], src[1024], text[TESTRES_PATH_MAX + 64];
+  testres_mkdtemp(dir, sizeof dir, "ww");
   chmod(dir, 0755);
   snprintf(so, sizeof so, "%s/devmm-faulty.so", dir);
   snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
@@ -509,6 +552,7 @@ Suite *plugins_suite(void) {
   Suite *s = suite_create("plugins");
   TCase *tc = tcase_create("core");
   tcase_add_loop_test(tc, plugin_load_faults, 0, (int)(sizeof faults / sizeof faults[0]));
+  tcase_add_test(tc, plugin_next_minor_refused);
   tcase_add_test(tc, plugin_factory_faults);
   tcase_add_test(tc, plugin_writable_by_others_refused);
   tcase_add_test(tc, plugin_absolute_path_allowed);

@@ -8,6 +8,7 @@
  *   FAULT_FACTORY_NULL the factory returns DEVMM_OK but no resource
  *   FAULT_DUP_KINDS   two kinds with the same name
  *   FAULT_NO_DEVICES  device_count fails with a reason
+ *   FAULT_NEXT_MINOR  descriptor says ABI major.(host minor + 1): one minor newer than the host
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
 
@@ -23,6 +24,7 @@
 #define FAULT_FACTORY_NULL 6
 #define FAULT_DUP_KINDS 7
 #define FAULT_NO_DEVICES 8
+#define FAULT_NEXT_MINOR 9
 
 #ifndef FAULT /* Meson passes both; these defaults only serve tools that read the file alone */
 #define FAULT FAULT_NONE
@@ -94,6 +96,9 @@ static const devmm_plugin descriptor = {
 #elif FAULT == FAULT_ABI_MINOR
     DEVMM_PLUGIN_ABI_MAJOR,
     99,
+#elif FAULT == FAULT_NEXT_MINOR
+    DEVMM_PLUGIN_ABI_MAJOR,
+    DEVMM_PLUGIN_ABI_MINOR + 1,
 #else
     DEVMM_PLUGIN_ABI_MAJOR,
     DEVMM_PLUGIN_ABI_MINOR,

@@ -6,6 +6,7 @@ import gc
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -254,10 +255,58 @@ def test_failure_callback_exception_gives_up(capsys):
     assert "callback exploded" in capsys.readouterr().err
 
 
-def test_thread_safe_adaptor():
-    ts = devmm.ThreadSafeAdaptor(MallocMemoryResource())
-    assert ts.name == "thread_safe(cpu.malloc)"
-    ts.deallocate(ts.allocate(10), 10)
+class _Overlaps:
+    """A resource that is not thread-safe and notices it: each call sleeps inside (releasing the
+    GIL) and counts the calls that found another one already inside."""
+
+    def __init__(self):
+        self.inside = self.overlaps = self.calls = 0
+        self.keep = {}
+
+    def _enter(self):
+        self.inside += 1
+        self.calls += 1
+        if self.inside > 1:
+            self.overlaps += 1
+        time.sleep(0.0005)
+
+    def allocate(self, n, alignment, stream):
+        self._enter()
+        b = ctypes.create_string_buffer(n)
+        self.keep[ctypes.addressof(b)] = b
+        self.inside -= 1
+        return ctypes.addressof(b)
+
+    def deallocate(self, p, n, alignment, stream):
+        self._enter()
+        del self.keep[p]
+        self.inside -= 1
+
+
+def _hammer(r, threads=4, rounds=25):
+    def work():
+        for _ in range(rounds):
+            r.deallocate(r.allocate(16), 16)
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+def test_thread_safe_adaptor_serialises_calls():
+    # the control: the bare resource, called from 4 threads, is entered concurrently
+    bare = _Overlaps()
+    _hammer(devmm.CallbackMemoryResource(bare.allocate, bare.deallocate, name="unsafe"))
+    assert bare.calls == 200 and bare.overlaps > 0
+    # under the adaptor, never
+    u = _Overlaps()
+    ts = devmm.ThreadSafeAdaptor(devmm.CallbackMemoryResource(u.allocate, u.deallocate,
+                                                              name="unsafe"))
+    assert ts.name == "thread_safe(unsafe)"
+    _hammer(ts)
+    assert u.calls == 200 and u.overlaps == 0 and not u.keep
 
 
 def test_aligned_adaptor():
