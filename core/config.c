@@ -111,10 +111,11 @@ static int split_list(const char *text, char ***out, size_t *n) {
       return -1;
     }
     *out = grown;
-    if (!((*out)[(*n)++] = devmm__strdup(tok))) {
+    if (!((*out)[*n] = devmm__strdup(tok))) { /* counted only once copied: no NULL entry */
       free(copy);
       return -1;
     }
+    (*n)++;
   }
   free(copy);
   return 0;
@@ -328,7 +329,10 @@ static int parse(cfg *c, FILE *f) {
       if (strcmp(o->key, "adaptors") == 0) {
         char **names = NULL;
         size_t n = 0;
-        split_list(o->value, &names, &n);
+        if (split_list(o->value, &names, &n)) {
+          free_list(names, n);
+          return devmm_set_error(DEVMM_ENOMEM, "%s:%d: out of memory", c->source, o->line);
+        }
         for (size_t j = 0; j < n; j++)
           if (!in_list(adaptor_names, names[j])) {
             char valid[256];
@@ -596,8 +600,11 @@ static int build_device(state *s, dstate *ds) {
   const kv *ad = opt(sec, "adaptors");
   char **names = NULL;
   size_t na = 0;
-  if (ad)
-    split_list(ad->value, &names, &na);
+  if (ad && split_list(ad->value, &names, &na)) {
+    free_list(names, na);
+    devmm_resource_release(r);
+    return devmm_set_error(DEVMM_ENOMEM, "%s:%d: out of memory", s->c.source, ad->line);
+  }
   /* an adaptor option without its adaptor is a mistake worth stopping for */
   static const char *const needs[][2] = {
       {"limit", "limiting"},       {"log_file", "logging"},  {"log_flush", "logging"},

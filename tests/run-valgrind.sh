@@ -9,8 +9,9 @@ export DEVMM_PLUGIN_PATH="$root/$build/plugins" DEVMM_TEST_PLUGINS="$root/$build
 export DEVMM_TEST_CONFIGS="$root/tests/config" XDG_CONFIG_HOME=/nonexistent-devmm-test
 export DEVMM_LOG_LEVEL=error CK_FORK=no CK_VERBOSITY=silent
 # not "config": it changes uid and directory, which without fork would leak into later tests,
-# nor "setuid", whose probe runs in processes of its own (both run under ASan/UBSan in make asan)
-suites="error dtype layout resource statistics limiting tracking logging aligned failure
+# nor "setuid", whose probe runs in processes of its own (both run under ASan/UBSan in make asan),
+# nor "oom", which replaces malloc itself (it runs in make test)
+suites="error dtype layout resource adaptors statistics limiting tracking logging aligned failure
 thread_safe registry buffer stress plugins faults untrusted"
 logs=$(mktemp -d -t devmm-valgrind.XXXXXX)
 failed=0

@@ -291,7 +291,12 @@ START_TEST(layout_bad_input) {
   ck_assert_int_eq(devmm_layout_compute(&rm, 1, big, 8, st, &r), DEVMM_EOVERFLOW);
   ck_assert_error_contains("span");
   int64_t ok[2] = {4, 3};
-  devmm_layout a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 96, 0);
+  /* rows padded to 2^60 elements: 8 of them overflow the strides */
+  devmm_layout a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, (size_t)1 << 62, 0);
+  int64_t tall[2] = {8, 3};
+  ck_assert_int_eq(devmm_layout_compute(&a, 2, tall, 4, st, &r), DEVMM_EOVERFLOW);
+  ck_assert_error_contains("layout: the strides overflow int64 at dimension 0 (shape too large)");
+  a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 96, 0);
   ck_assert_int_eq(devmm_layout_compute(&a, 2, ok, 4, st, &r), DEVMM_EINVAL);
   ck_assert_error_contains("unit_stride_alignment 96 must be a power of two");
   a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 4, 0);

@@ -174,9 +174,14 @@ class Suite:
         for f in legacy:
             pytest("legacy:" + f, "python-legacy", [os.path.join(SRC, "tests", "python_legacy", f)])
 
-    def run(self, timeout: float) -> tuple[str, str]:
-        """('pass', '') or ('fail'|'timeout', which command)."""
+    def run(self, timeout: float, times: dict | None = None) -> tuple[str, str]:
+        """('pass', '') or ('fail'|'timeout', which command). With times (the baseline), each
+        command runs once and its duration is recorded there."""
         for name, cmd, env in self.cmds:
+            if times is not None:
+                if name in times:
+                    continue
+                times[name] = time.monotonic()
             full = dict(os.environ, **env)
             p = subprocess.Popen(cmd, env=full, cwd=BUILD, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL, start_new_session=True)
@@ -186,9 +191,14 @@ class Suite:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 return "timeout", name
+            if times is not None:
+                times[name] = time.monotonic() - times[name]
             if rc != 0:
                 return "fail", name
         return "pass", ""
+
+    def seconds(self, times: dict) -> float:
+        return sum(times[name] for name, _, _ in self.cmds)
 
 
 # ----------------------------------------------------------------------------- mutants
@@ -410,17 +420,16 @@ def main() -> int:
     meson_tests = {m["name"]: m for m in json.loads(
         run(["meson", "introspect", BUILD, "--tests"], check=True).stdout)}
     # the unmutated code must pass every selection, and how long it takes sets the timeout
-    suites, slowest = {}, 0.0
+    suites, times = {}, {}
     for t in targets:
         if not os.path.exists(os.path.join(SRC, t.path)):
             sys.exit(f"{args.targets}: {t.path} does not exist")
         suites[t.path] = Suite(t.tests, meson_tests)
-        s = time.monotonic()
-        verdict, where = suites[t.path].run(600)
+        verdict, where = suites[t.path].run(600, times)
         if verdict != "pass":
             print(f"mutate: the tests of {t.path} fail without any mutation ({where})")
             return 2
-        slowest = max(slowest, time.monotonic() - s)
+    slowest = max(suites[t.path].seconds(times) for t in targets)
     timeout = 10 + 3 * slowest
     print(f"mutate: baseline passes (slowest selection {slowest:.1f} s; timeout {timeout:.0f} s)",
           flush=True)

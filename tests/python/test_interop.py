@@ -55,11 +55,16 @@ BRIDGES = [("devmm.interop.cupy", "cupy", "cupy-cuda13x", "use_devmm"),
 def test_bridges_say_what_is_missing(module, needs, package, api, monkeypatch):
     # the framework made unimportable (None in sys.modules), whether it is installed or not
     monkeypatch.setitem(sys.modules, needs, None)
-    monkeypatch.delitem(sys.modules, module, raising=False)
-    with pytest.raises(ImportError, match=rf"^{module} needs {needs} \({package}\), which cannot "
-                                          rf"be imported: "):
-        importlib.import_module(module)
-    assert module not in sys.modules  # nothing half-imported is left behind
+    prev = sys.modules.pop(module, None)
+    try:
+        with pytest.raises(ImportError, match=rf"^{module} needs {needs} \({package}\), which "
+                                              rf"cannot be imported: "):
+            importlib.import_module(module)
+        assert module not in sys.modules  # nothing half-imported is left behind
+    finally:  # whatever happened, the next test imports the bridge afresh or as it was
+        sys.modules.pop(module, None)
+        if prev is not None:
+            sys.modules[module] = prev
 
 
 @pytest.mark.parametrize("module,needs,package,api", BRIDGES)
