@@ -79,6 +79,14 @@ int posix_memalign(void **out, size_t a, size_t n) {
 #endif
 
 #if OOM_INJECTION
+/* The first backtrace() loads libgcc_s, whose blocks stay: not a leak of devmm's. */
+static void warm_up_backtraces(void) {
+  devmm_resource *up = testres_create(NULL), *tr;
+  ck_assert_int_eq(devmm_tracking_adaptor_create(up, 1, &tr), DEVMM_OK);
+  devmm_resource_release(tr);
+  devmm_resource_release(up);
+}
+
 static void arm(long n) { injected = 0, countdown = n; }
 static int disarm(void) { /* 1 if an allocation was made to fail */
   countdown = 0;
@@ -156,12 +164,18 @@ static int cb_free(void *user, void *p, size_t n, size_t a, devmm_stream s) {
 /* Every adaptor's creation, and the resources' own. */
 START_TEST(oom_creating_resources) {
 #if OOM_INJECTION
+  warm_up_backtraces();
   devmm_resource *up = testres_create(NULL), *r = (devmm_resource *)1;
   char log[TESTRES_PATH_MAX];
   close(testres_mkstemp(log, sizeof log, "oom-log"));
 #define CREATE(what, call)                                                                         \
-  OOM_LOOP(what, call, ck_assert_ptr_null(r);                                                      \
-           ck_assert_int_eq(devmm_resource_refcount(up), 1), devmm_resource_release(r))
+  do {                                                                                             \
+    long start_ = live_blocks();                                                                   \
+    OOM_LOOP(what, call, ck_assert_ptr_null(r);                                                    \
+             ck_assert_int_eq(devmm_resource_refcount(up), 1), devmm_resource_release(r));         \
+    ck_assert_msg(live_blocks() == start_, "%s: creating and releasing it leaked %ld blocks",      \
+                  what, live_blocks() - start_);                                                   \
+  } while (0)
   CREATE("statistics", devmm_statistics_adaptor_create(up, &r));
   CREATE("statistics sharded",
          devmm_statistics_adaptor_create_ex(up, DEVMM_STATISTICS_SHARDED, &r));
@@ -174,6 +188,41 @@ START_TEST(oom_creating_resources) {
   CREATE("callback",
          devmm_callback_resource_create(cb_alloc, cb_free, NULL, NULL, CPU, "cb", 0, &r));
   unlink(log);
+  devmm_resource_release(up);
+#else
+  testres_skip("oom: built with a sanitizer, which owns malloc: no fault injection");
+#endif
+}
+END_TEST
+
+/* An adaptor that allocated bookkeeping (tracking's nodes and backtraces, aligned's table) gives
+ * all of it back when it is released, also for allocations still live at that moment. */
+START_TEST(adaptors_release_their_bookkeeping) {
+#if OOM_INJECTION
+  static const devmm_resource_ops fixed = {sizeof fixed, fixed_alloc, fixed_free};
+  devmm_resource *up, *ad;
+  warm_up_backtraces();
+  ck_assert_int_eq(devmm_resource_create(&fixed, NULL, CPU, "fixed", 0, &up), DEVMM_OK);
+  for (int kind = 0; kind < 3; kind++) {
+    long before = live_blocks();
+    if (kind == 2)
+      ck_assert_int_eq(devmm_aligned_adaptor_create(up, 4096, 0, &ad), DEVMM_OK);
+    else
+      ck_assert_int_eq(devmm_tracking_adaptor_create(up, kind, &ad), DEVMM_OK);
+    enum { N = 300, LIVE = 10 };
+    void *p[N];
+    for (int i = 0; i < N; i++)
+      ck_assert_int_eq(devmm_allocate(ad, 32, 0, NULL, &p[i]), DEVMM_OK);
+    for (int i = 0; i < N - LIVE; i++)
+      ck_assert_int_eq(devmm_deallocate(ad, p[i], 32, 0, NULL), DEVMM_OK);
+    devmm_resource_release(ad);
+    /* what is left: the upstream's blocks of the allocations still live (the caller's) */
+    ck_assert_msg(live_blocks() - before == LIVE, "adaptor %d: %ld blocks left after its release",
+                  kind, live_blocks() - before);
+    if (kind < 2)
+      for (int i = N - LIVE; i < N; i++)
+        free(p[i]); /* fixed_alloc's blocks: tracking hands them out as they are */
+  }
   devmm_resource_release(up);
 #else
   testres_skip("oom: built with a sanitizer, which owns malloc: no fault injection");
@@ -286,6 +335,15 @@ START_TEST(oom_init) {
   devmm_resource *r;
   OOM_LOOP("init", devmm_init(path), ck_assert_str_eq(devmm_config_source(), "built-in default"),
            devmm_init(NULL));
+  /* and a successful re-initialisation frees everything the previous state held */
+  for (int round = 0; round < 3; round++) {
+    long before = live_blocks();
+    ck_assert_int_eq(devmm_init(path), DEVMM_OK);
+    ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+    if (round > 0) /* the first round may still fill the loader's caches */
+      ck_assert_msg(live_blocks() == before, "init and re-init leaked %ld blocks",
+                    live_blocks() - before);
+  }
   char *json = NULL;
   OOM_LOOP("info_json", devmm_info_json(&json), ck_assert_ptr_null(json), devmm_string_free(json));
   ck_assert_msg(devmm_get_current_resource(CPU, &r) == DEVMM_OK, "%s", devmm_last_error());
@@ -304,6 +362,7 @@ Suite *oom_suite(void) {
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, oom_creating_resources);
   tcase_add_test(tc, oom_allocating_through_adaptors);
+  tcase_add_test(tc, adaptors_release_their_bookkeeping);
   tcase_add_test(tc, oom_buffers_tensors_exports);
   tcase_add_test(tc, oom_init);
   tcase_set_timeout(tc, 60);

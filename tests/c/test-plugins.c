@@ -35,6 +35,16 @@ static char *write_temp(const char *text) {
   return path;
 }
 
+static char *slurp_all(const char *path) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  static char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -194,6 +204,63 @@ START_TEST(config_stack_and_limit_percent) {
 }
 END_TEST
 
+/* What devmm tells the log: a device left without a resource (warning) and a plugin that an
+ * on-demand kind could not load (info), each with its names and reason. */
+START_TEST(config_logs_what_went_wrong) {
+  isolate();
+  char log[TESTRES_PATH_MAX], text[1024];
+  int fd = testres_mkstemp(log, sizeof log, "stderr");
+  snprintf(text, sizeof text,
+           "[devmm]\nplugins = cpu, factoryfail\nplugin_path = %s\nlog_level = info\n"
+           "[device cpu]\nresource = factoryfail.heap\n",
+           env_dir("DEVMM_TEST_PLUGINS"));
+  const char *cfg = write_temp(text);
+  fflush(stderr);
+  int saved = dup(2);
+  ck_assert_int_eq(dup2(fd, 2), 2);
+  int rc = devmm_init(cfg);
+  devmm_resource *r;
+  int rc2 = devmm_resource_create_kind("nosuch.heap", 0, NULL, 0, &r);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  ck_assert_int_eq(rc, DEVMM_OK);
+  ck_assert_int_eq(rc2, DEVMM_ENOENT);
+  const char *got = slurp_all(log);
+  ck_assert_msg(strstr(got, "devmm: warning: device cpu has no resource: factoryfail.heap: "
+                            "simulated factory failure\n"),
+                "%s", got);
+  ck_assert_msg(strstr(got, "devmm: info: plugin 'nosuch' (for nosuch.heap) not loaded: plugin "
+                            "'nosuch' not found"),
+                "%s", got);
+  unlink(log);
+  unlink(cfg);
+}
+END_TEST
+
+/* An adaptor that cannot be built for a reason other than the file (here: its log file cannot
+ * be opened) leaves that device without a resource, with the reason; the rest of the file
+ * applies. Blank items in a list are ignored. */
+START_TEST(config_adaptor_failure_is_the_devices) {
+  isolate();
+  const char *cfg = write_temp("[device cpu]\nresource = cpu.malloc\n"
+                               "adaptors = statistics, \t , logging ,\n"
+                               "log_file = /nonexistent-devmm-dir/x.csv\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_msg(strstr(d.error, "cannot open log file '/nonexistent-devmm-dir/x.csv'"), "%s",
+                d.error);
+  unlink(cfg);
+  cfg = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = statistics,  , tracking\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack, "tracking(statistics(cpu.malloc))");
+  unlink(cfg);
+}
+END_TEST
+
 START_TEST(config_lazy_init_on_first_use) {
   isolate();
   ck_assert_int_eq(devmm_is_initialized(), 0);
@@ -274,6 +341,8 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_missing_and_unreadable_files);
   tcase_add_test(tc, config_lookup_order);
   tcase_add_test(tc, config_stack_and_limit_percent);
+  tcase_add_test(tc, config_logs_what_went_wrong);
+  tcase_add_test(tc, config_adaptor_failure_is_the_devices);
   tcase_add_test(tc, config_lazy_init_on_first_use);
   tcase_add_test(tc, parse_sizes);
   suite_add_tcase(s, tc);
@@ -322,6 +391,9 @@ static const struct {
     {"notso", "cannot load '"},
     {"nosuch", "plugin 'nosuch' not found: no devmm-nosuch.so in the plugin path"},
     {"../evil", "plugin name '../evil' is not a plain name"},
+    {"incomplete", "its descriptor is incomplete (struct_size "},
+    {"badkindname", "its resource kind 'aaa.heap' is not named 'badkindname.<kind>'"},
+    {"nofactory", "its resource kind #0 has no name or factory"},
 };
 
 START_TEST(plugin_load_faults) {
@@ -543,6 +615,10 @@ START_TEST(cpu_device_info) {
   ck_assert_int_eq(d.info.device.device_type, DEVMM_DEVICE_CPU);
   ck_assert_uint_gt(d.info.total_bytes, 0);
   ck_assert_str_eq(d.plugin, "cpu");
+  ck_assert_str_eq(devmm_kind_name(0), "cpu.malloc"); /* every kind of every loaded plugin */
+  ck_assert_str_eq(devmm_kind_name(1), "cpu.aligned");
+  ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
+  ck_assert_ptr_null(devmm_kind_name(3));
   ck_assert_int_eq(devmm_device_get(5, &d), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_plugin_get(5, NULL), DEVMM_EINVAL);
 }

@@ -9,6 +9,9 @@
  *   FAULT_DUP_KINDS   two kinds with the same name
  *   FAULT_NO_DEVICES  device_count fails with a reason
  *   FAULT_NEXT_MINOR  descriptor says ABI major.(host minor + 1): one minor newer than the host
+ *   FAULT_INCOMPLETE  descriptor without device_count
+ *   FAULT_KIND_NAME   a kind named aaa.heap (not <plugin>.<kind>)
+ *   FAULT_KIND_NO_FACTORY a kind without a factory
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
 
@@ -25,6 +28,9 @@
 #define FAULT_DUP_KINDS 7
 #define FAULT_NO_DEVICES 8
 #define FAULT_NEXT_MINOR 9
+#define FAULT_INCOMPLETE 10
+#define FAULT_KIND_NAME 11
+#define FAULT_KIND_NO_FACTORY 12
 
 #ifndef FAULT /* Meson passes both; these defaults only serve tools that read the file alone */
 #define FAULT FAULT_NONE
@@ -47,8 +53,10 @@ static int heap_free(devmm_resource *self, void *p, size_t b, size_t a, devmm_st
 }
 static const devmm_resource_ops heap_ops = {sizeof heap_ops, heap_alloc, heap_free};
 
-static int create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,
-                  devmm_resource **out) {
+__attribute__((unused)) /* not by every variant */
+static int
+create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,
+       devmm_resource **out) {
   (void)o, (void)n, (void)id, (void)out;
 #if FAULT == FAULT_FACTORY
   return h->set_error(DEVMM_EDEVICE, "simulated factory failure");
@@ -63,7 +71,7 @@ static int create(const devmm_host_services *h, int32_t id, const devmm_option *
 #endif
 }
 
-static int device_count(size_t *n) {
+__attribute__((unused)) static int device_count(size_t *n) {
 #if FAULT == FAULT_NO_DEVICES
   *n = 0;
   return host->set_error(DEVMM_EDEVICE, "simulated: no device present");
@@ -81,8 +89,15 @@ static int device_info(size_t i, devmm_device_info *out) {
 }
 
 static const devmm_resource_kind kinds[] = {
+#if FAULT == FAULT_KIND_NAME
+    {sizeof(devmm_resource_kind), "aaa.heap", "a kind named after another plugin", DEVMM_DEVICE_CPU,
+     NULL, create},
+#elif FAULT == FAULT_KIND_NO_FACTORY
+    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "no factory", DEVMM_DEVICE_CPU, NULL, NULL},
+#else
     {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "malloc for tests", DEVMM_DEVICE_CPU, NULL,
      create},
+#endif
 #if FAULT == FAULT_DUP_KINDS
     {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "the same name again", DEVMM_DEVICE_CPU,
      NULL, create},
@@ -107,7 +122,11 @@ static const devmm_plugin descriptor = {
     PLUGIN_NAME,
     "0.0.1",
     "a test plugin",
+#if FAULT == FAULT_INCOMPLETE
+    NULL,
+#else
     device_count,
+#endif
     device_info,
     sizeof kinds / sizeof kinds[0],
     kinds,

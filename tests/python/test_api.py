@@ -470,3 +470,81 @@ def test_callback_free_exception_is_reported_not_swallowed(capfd):
     t.buffer.free()  # nobody to raise to: the C core logs it
     err = capfd.readouterr().err
     assert "freeing 4 bytes" in err and "RuntimeError: the pool is gone" in err
+
+
+# ----------------------------------------------------------------------------- small contracts
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:1", "cuda_host:0", "rocm:2", "rocm_host:0",
+                                    "cuda_managed:3"])
+def test_device_names_round_trip(device):
+    r = devmm.CallbackMemoryResource(lambda n, a, s: 1, lambda *a: None, device=device)
+    assert r.device == device
+
+
+def _host_buffers():
+    keep = {}
+
+    def alloc(n, alignment, stream):
+        b = ctypes.create_string_buffer(n)
+        keep[ctypes.addressof(b)] = (b, alignment, stream)
+        return ctypes.addressof(b)
+
+    return keep, alloc, lambda p, n, a, s: keep.pop(p)
+
+
+@pytest.mark.parametrize("device,host", [("cpu", True), ("cuda_host:0", True),
+                                         ("rocm_host:0", True), ("cuda_managed:0", True),
+                                         ("cuda:0", False), ("rocm:0", False)])
+def test_callback_resource_host_access_follows_its_device(device, host):
+    # memory the CPU can reach is zeroed by the CPU; device memory needs the device's memset
+    keep, alloc, free = _host_buffers()
+    r = devmm.CallbackMemoryResource(alloc, free, device=device, name="cb")
+    if host:
+        t = devmm.zeros((4,), "int32", resource=r, device=device)
+        assert bytes((ctypes.c_char * 16).from_address(t.data_ptr)) == bytes(16)
+        t.buffer.free()
+    else:
+        with pytest.raises(devmm.DevmmError, match="resource 'cb' does not support memset"):
+            devmm.zeros((4,), "int32", resource=r, device=device)
+    assert not keep  # whatever happened, the memory went back
+
+
+def test_callback_resource_sees_the_callers_alignment_and_stream():
+    keep, alloc, free = _host_buffers()
+    r = devmm.CallbackMemoryResource(alloc, free, name="cb")
+    p = r.allocate(32)
+    assert keep[p][1:] == (0, None)  # the default alignment is the resource's own: 0
+    r.deallocate(p, 32)
+    p = r.allocate(32, alignment=16)
+    assert keep[p][1] == 16
+    r.deallocate(p, 32, alignment=16)
+    assert not keep
+
+
+def test_resource_handle_and_release():
+    up = MallocMemoryResource()
+    assert isinstance(up.handle, int) and up.handle
+    lib = ctypes.CDLL(devmm._lib.LIBRARY_PATH)  # the test's own binding: not part of the API
+    refs = lib.devmm_resource_refcount
+    refs.restype, refs.argtypes = ctypes.c_long, [ctypes.c_void_p]
+    assert refs(up.handle) == 1
+    s = devmm.StatisticsAdaptor(up)
+    assert refs(up.handle) == 2  # the adaptor holds its upstream
+    del s
+    gc.collect()
+    assert refs(up.handle) == 1  # and lets it go with its last Python reference
+
+
+def test_buffer_properties():
+    r = devmm.StatisticsAdaptor(MallocMemoryResource())
+    b = devmm.Buffer(48, resource=r)
+    assert (b.nbytes, b.device, b.stream) == (48, "cpu", None)
+    assert b.resource.name == "statistics(cpu.malloc)"
+    b.free()
+
+
+def test_array_interface_is_version_3():
+    t = devmm.empty((2, 3), "int16")
+    ai = t.__array_interface__
+    assert ai["version"] == 3 and ai["typestr"] == "<i2" and ai["shape"] == (2, 3)
+    assert ai["strides"] == (6, 2) and ai["data"][0] == t.data_ptr

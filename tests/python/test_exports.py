@@ -114,3 +114,49 @@ def test_copy_false_refuses_when_a_copy_is_needed():
     t = devmm.empty(4)
     with pytest.raises(BufferError, match="needs a copy"):
         t.__dlpack__(max_version=(1, 0), dl_device=(99, 0), copy=False)
+
+
+def test_view_with_an_offset_exports_its_own_first_element():
+    b = devmm.Buffer(64)
+    v = devmm.from_buffer_view(b, (3,), "int32", offset=12)
+    assert v.data_ptr == b.ptr + 12
+    m = versioned(cap := v.__dlpack__(max_version=(1, 0)))
+    assert m.dl_tensor.data == b.ptr + 12 and m.dl_tensor.byte_offset == 0
+    assert legacy(cap2 := v.__dlpack__()).dl_tensor.data == b.ptr + 12
+    del cap, cap2
+
+
+@pytest.mark.parametrize("layout,shape", [
+    (devmm.Aligned(devmm.RowMajor(), 64), (3, 5)),        # padded rows: one copy per row
+    (devmm.ColumnMajor(), (3, 4)),                         # not row-major: element by element
+    (devmm.Strided((12, 3)), (2, 3)),                      # gaps everywhere
+    (devmm.RowMajor(), (2, 3, 4)),                         # compact: one copy
+])
+def test_copy_holds_every_element_in_row_major_order(layout, shape):
+    t = devmm.empty(shape, "int32", layout=layout)
+    # element (i, j, ...) of t holds its row-major index, written through t's own strides
+    n = 1
+    for s in shape:
+        n *= s
+    for flat in range(n):
+        idx, rest = [], flat
+        for s in reversed(shape):
+            idx.append(rest % s)
+            rest //= s
+        off = sum(i * st for i, st in zip(reversed(idx), t.strides))
+        ctypes.c_int32.from_address(t.data_ptr + 4 * off).value = flat
+    m = versioned(cap := t.__dlpack__(max_version=(1, 0), copy=True))
+    assert m.flags & IS_COPIED
+    got = (ctypes.c_int32 * n).from_address(m.dl_tensor.data)
+    assert list(got) == list(range(n))
+    del cap
+
+
+def test_copy_that_cannot_be_allocated_is_a_clear_error():
+    t = devmm.empty((64,), "float64")
+    small = devmm.LimitingAdaptor(devmm.get_current_device_resource(), 100)
+    with devmm.using_memory_resource(small):
+        with pytest.raises(BufferError, match="cannot copy cpu memory .*would exceed its limit of "
+                                              "100 bytes"):
+            t.__dlpack__(max_version=(1, 0), copy=True)
+    assert small.allocated_bytes == 0
