@@ -222,6 +222,22 @@ START_TEST(null_arguments_everywhere) {
           devmm_aligned_adaptor_create(NULL, 64, 0, &out));
   REFUSED("failure_create", "failure_callback adaptor: upstream is NULL",
           devmm_failure_callback_adaptor_create(NULL, never, NULL, &out));
+  REFUSED("statistics_create out", "statistics adaptor: upstream is NULL",
+          devmm_statistics_adaptor_create(NULL, NULL));
+  REFUSED("limiting_create out", "devmm_resource_create: out is NULL",
+          devmm_limiting_adaptor_create(r, 1, NULL));
+  REFUSED("tracking_create out", "devmm_resource_create: out is NULL",
+          devmm_tracking_adaptor_create(r, 0, NULL));
+  REFUSED("logging_create out", "logging adaptor: out is NULL",
+          devmm_logging_adaptor_create(r, NULL, 0, NULL));
+  REFUSED("aligned_create out", "devmm_resource_create: out is NULL",
+          devmm_aligned_adaptor_create(r, 64, 0, NULL));
+  REFUSED("failure_create out", "devmm_resource_create: out is NULL",
+          devmm_failure_callback_adaptor_create(r, never, NULL, NULL));
+  REFUSED("thread_safe_create out", "devmm_resource_create: out is NULL",
+          devmm_thread_safe_adaptor_create(r, NULL));
+  REFUSED("statistics_create stats out", "devmm_resource_create: out is NULL",
+          devmm_statistics_adaptor_create(r, NULL));
   REFUSED("thread_safe_create", "thread_safe adaptor: upstream is NULL",
           devmm_thread_safe_adaptor_create(NULL, &out));
   REFUSED("callback_create", "callback resource: allocate is NULL",
@@ -261,7 +277,7 @@ START_TEST(null_arguments_everywhere) {
           devmm_resource_create_kind("cpu.malloc", 0, NULL, 1, &out));
   REFUSED("info_json", "devmm_info_json: out is NULL", devmm_info_json(NULL));
   REFUSED("parse_size", "devmm_parse_size: text is NULL", devmm_parse_size(NULL, 0, &z));
-  ck_assert_int_eq(checked, 49);
+  ck_assert_int_eq(checked, 57);
   /* release/destroy/free functions accept NULL */
   devmm_resource_release(NULL);
   devmm_buffer_release(NULL);

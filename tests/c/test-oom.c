@@ -8,6 +8,7 @@
  * Under a sanitizer, which owns malloc, the wrappers are not built and the suite skips. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,11 +183,27 @@ START_TEST(oom_creating_resources) {
   CREATE("limiting", devmm_limiting_adaptor_create(up, 100, &r));
   CREATE("tracking", devmm_tracking_adaptor_create(up, 1, &r));
   CREATE("logging", devmm_logging_adaptor_create(up, log, 1, &r));
+  CREATE("logging to stderr", devmm_logging_adaptor_create(up, NULL, 0, &r));
+  ck_assert_int_ne(fcntl(2, F_GETFD), -1); /* a failed creation did not close stderr */
   CREATE("aligned", devmm_aligned_adaptor_create(up, 256, 0, &r));
   CREATE("failure_callback", devmm_failure_callback_adaptor_create(up, refuse, NULL, &r));
   CREATE("thread_safe", devmm_thread_safe_adaptor_create(up, &r));
   CREATE("callback",
          devmm_callback_resource_create(cb_alloc, cb_free, NULL, NULL, CPU, "cb", 0, &r));
+  /* refused for want of somewhere to put the result: nothing allocated is kept */
+  long before = live_blocks();
+  ck_assert_int_lt(devmm_statistics_adaptor_create(up, NULL), 0);
+  ck_assert_int_lt(devmm_limiting_adaptor_create(up, 1, NULL), 0);
+  ck_assert_int_lt(devmm_tracking_adaptor_create(up, 0, NULL), 0);
+  ck_assert_int_lt(devmm_aligned_adaptor_create(up, 64, 0, NULL), 0);
+  ck_assert_int_lt(devmm_failure_callback_adaptor_create(up, refuse, NULL, NULL), 0);
+  ck_assert_int_lt(devmm_thread_safe_adaptor_create(up, NULL), 0);
+  ck_assert_int_lt(devmm_logging_adaptor_create(up, log, 0, NULL), 0);
+  ck_assert_int_lt(
+      devmm_callback_resource_create(cb_alloc, cb_free, NULL, NULL, CPU, "cb", 0, NULL), 0);
+  ck_assert_msg(live_blocks() == before, "refused creations leaked %ld blocks",
+                live_blocks() - before);
+  ck_assert_int_eq(devmm_resource_refcount(up), 1);
   unlink(log);
   devmm_resource_release(up);
 #else

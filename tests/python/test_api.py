@@ -3,6 +3,7 @@
 import asyncio
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -548,3 +549,39 @@ def test_array_interface_is_version_3():
     ai = t.__array_interface__
     assert ai["version"] == 3 and ai["typestr"] == "<i2" and ai["shape"] == (2, 3)
     assert ai["strides"] == (6, 2) and ai["data"][0] == t.data_ptr
+
+
+def test_layout_reprs_and_smallest_alignment():
+    assert repr(devmm.RowMajor()) == "RowMajor()" and repr(devmm.ColumnMajor()) == "ColumnMajor()"
+    assert repr(devmm.Strided([4, 1])) == "Strided((4, 1))"
+    assert repr(devmm.Aligned(devmm.ColumnMajor(), 64)) == \
+        "Aligned(ColumnMajor(), unit_stride_alignment=64, base_alignment=0)"
+    # 1 byte is a power of two: int8 rows aligned to 1 byte are just row-major
+    t = devmm.empty((2, 3), "int8", layout=devmm.Aligned(devmm.RowMajor(), 1))
+    assert t.strides == (3, 1) and t.buffer.nbytes == 6
+
+
+def test_dtype_fields_and_names_from_other_libraries():
+    from devmm.dtype import resolve
+    d = resolve("float16")
+    assert (d.name, d.code, d.bits, d.itemsize) == ("float16", 2, 16, 2)
+    assert d.packed == 2 | 16 << 8 | 1 << 16  # code | bits << 8 | lanes << 16, as C packs it
+    assert (d.c.code, d.c.bits, d.c.lanes) == (2, 16, 1)
+
+    class TorchLikeDtype:  # str(torch.int16) is "torch.int16": the text is what is parsed
+        def __str__(self):
+            return "torch.int16"
+
+    assert devmm.empty(2, TorchLikeDtype()).dtype == "int16"
+    assert devmm.empty(2, np.bool_).dtype == "bool"
+
+
+def test_library_that_cannot_be_loaded_says_what_was_tried(tmp_path):
+    # DEVMM_LIBRARY is the only place looked at when it is set, even if the loader's own search
+    # would find a libdevmm
+    missing = str(tmp_path / "libdevmm.so.0")
+    r = subprocess.run([sys.executable, "-c", "import devmm"], capture_output=True, text=True,
+                       env={**os.environ, "DEVMM_LIBRARY": missing})
+    assert r.returncode == 1
+    assert "ImportError: devmm: cannot load libdevmm (set DEVMM_LIBRARY to its path" in r.stderr
+    assert f"tried {missing}: {missing}: cannot open shared object file" in r.stderr
