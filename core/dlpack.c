@@ -108,6 +108,13 @@ int devmm_tensor_to_dlpack_versioned(const devmm_tensor *t, uint64_t flags,
 int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: out is NULL");
+  if (t && devmm_tensor_readonly(t)) {
+    *out = NULL;
+    return devmm_set_error(DEVMM_ENOTSUP,
+                           "DLPack export: a read-only tensor cannot go out as a legacy "
+                           "DLManagedTensor, which has no read-only flag (its consumer would "
+                           "write into it); ask for a versioned one (max_version >= (1, 0))");
+  }
   devmm_dlmanaged *m =
       new_export(t, sizeof *m, offsetof(devmm_dlmanaged, dl_tensor), "devmm_tensor_to_dlpack");
   if ((*out = m) == NULL)
@@ -141,7 +148,7 @@ int devmm_tensor_copy(const devmm_tensor *t, devmm_resource *dst, devmm_tensor *
   if (rc)
     return rc;
   devmm_buffer *b;
-  if ((rc = devmm_buffer_allocate(dst, lr.span_bytes, 0, NULL, &b)) != 0)
+  if ((rc = devmm__tensor_buffer(dst, lr.span_bytes, 0, NULL, &b)) != 0)
     return rc;
   devmm_resource *via = devmm_buffer_resource(src);
   devmm_stream stream = devmm_buffer_stream(src);

@@ -1,7 +1,6 @@
-/* Entry points for foreign-function front ends: see include/devmm/ffi.h. */
+/* Entry points for foreign-function front ends: see include/devmm/ffi.h. The CPython
+ * built-ins are in ffi_python.c. */
 #include "internal.h"
-
-#include <dlfcn.h>
 
 devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device, const devmm_layout *layout,
                                      int ndim, const int64_t *shape, uint32_t dtype,
@@ -13,53 +12,8 @@ devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device, const de
   return devmm_tensor_empty(r, d, layout, ndim, shape, t, stream, &out) == DEVMM_OK ? out : NULL;
 }
 
-typedef void *(*capsule_new_fn)(void *, const char *, void (*)(void *));
-
-/* Failure returns None, not NULL: ctypes would decref a NULL py_object result. */
-static void *(*capsule_new)(void *, const char *, void (*)(void *));
-static void (*incref)(void *);
-static void *none;
-
-static void *fail_none(void) {
-  incref(none);
-  return none;
-}
-
-void *devmm_ffi_dlpack_capsule(const devmm_tensor *t, uint64_t flags, int versioned) {
-  if (!capsule_new) { /* the GIL serialises callers */
-    incref = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_IncRef");
-    none = dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
-    capsule_new = (capsule_new_fn)dlsym(RTLD_DEFAULT, "PyCapsule_New");
-    if (!incref || !none || !capsule_new) {
-      capsule_new = NULL;
-      devmm_set_error(DEVMM_ENOTSUP, "devmm_ffi_dlpack_capsule: no Python in this process");
-      return NULL; /* not reached from Python, which has these symbols */
-    }
-  }
-  void *m;
-  void (*destructor)(void *);
-  const char *name;
-  int rc;
-  if (versioned) {
-    rc = devmm_tensor_to_dlpack_versioned(t, flags, (devmm_dlmanaged_versioned **)&m);
-    destructor = devmm_capsule_destructor_versioned;
-    name = devmm_capsule_name_versioned;
-  } else {
-    rc = devmm_tensor_to_dlpack(t, (devmm_dlmanaged **)&m);
-    destructor = devmm_capsule_destructor;
-    name = devmm_capsule_name;
-  }
-  if (rc)
-    return fail_none();
-  void *capsule = capsule_new(m, name, destructor);
-  if (!capsule) { /* Python set MemoryError; give the export back */
-    if (versioned)
-      ((devmm_dlmanaged_versioned *)m)->deleter(m);
-    else
-      ((devmm_dlmanaged *)m)->deleter(m);
-    devmm_set_error(DEVMM_ENOMEM, "DLPack export: PyCapsule_New failed");
-  }
-  return capsule; /* NULL only with a Python exception set, which ctypes raises */
+uint32_t devmm_ffi_dtype_pack(devmm_dtype t) {
+  return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16;
 }
 
 /* ---------------------------------------------------------------- PyTorch's pluggable allocator */

@@ -16,7 +16,8 @@
 struct devmm_resource {
   devmm_resource_ops ops; /* copied and normalised: entries past struct_size are NULL */
   void *ctx;
-  const void *kind; /* the ops table given at creation: identifies adaptor types */
+  const void *kind;    /* the ops table given at creation: identifies adaptor types */
+  const char *adaptor; /* an adaptor's type name ("statistics", ...), NULL for other resources */
   devmm_resource *upstream;
   atomic_long refs;
   devmm_device device;
@@ -45,6 +46,11 @@ int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm
 /* Hook run by the registry when no resource is set for a device (installed by init.c). */
 int devmm__registry_fallback(devmm_device device, devmm_resource **out);
 
+/* tensor.c: a buffer of span bytes from r for a new tensor, aligned to the larger of alignment
+ * and devmm_tensor_default_alignment(r's device); to alignment alone when r refuses the
+ * default with DEVMM_ENOTSUP (ADR 13). */
+int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
+                         devmm_buffer **out);
 /* Duplicates a string or returns NULL on allocation failure. */
 char *devmm__strdup(const char *s);
 /* Monotonic time in nanoseconds. */

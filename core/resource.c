@@ -89,7 +89,10 @@ int devmm__adaptor_create(const devmm_resource_ops *ops, void *ctx, devmm_resour
   }
   char name[256];
   snprintf(name, sizeof name, "%s(%s)", prefix, upstream->name);
-  return create(ops, ctx, upstream->device, name, upstream->flags, upstream, out);
+  int rc = create(ops, ctx, upstream->device, name, upstream->flags, upstream, out);
+  if (rc == DEVMM_OK)
+    (*out)->adaptor = prefix; /* a string literal of the adaptor's source */
+  return rc;
 }
 
 devmm_resource *devmm_resource_retain(devmm_resource *r) {
@@ -116,6 +119,7 @@ devmm_device devmm_resource_device(const devmm_resource *r) {
 const char *devmm_resource_name(const devmm_resource *r) { return r ? r->name : "(null)"; }
 unsigned devmm_resource_flags(const devmm_resource *r) { return r ? r->flags : 0; }
 devmm_resource *devmm_resource_upstream(const devmm_resource *r) { return r ? r->upstream : NULL; }
+const char *devmm_adaptor_kind(const devmm_resource *r) { return r ? r->adaptor : NULL; }
 long devmm_resource_refcount(const devmm_resource *r) { return r ? atomic_load(&r->refs) : 0; }
 
 int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what) {
@@ -249,6 +253,11 @@ int devmm_device_format(devmm_device d, char *buf, size_t cap) {
     }
   snprintf(buf, cap, "device%d:%d", (int)d.device_type, (int)d.device_id);
   return DEVMM_OK;
+}
+
+int devmm_device_host_accessible(devmm_device d) {
+  return d.device_type == DEVMM_DEVICE_CPU || d.device_type == DEVMM_DEVICE_CUDA_HOST ||
+         d.device_type == DEVMM_DEVICE_ROCM_HOST || d.device_type == DEVMM_DEVICE_CUDA_MANAGED;
 }
 
 int devmm_device_parse(const char *text, devmm_device *d) {

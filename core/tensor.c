@@ -186,6 +186,15 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim, const in
   return DEVMM_OK;
 }
 
+int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
+                         devmm_buffer **out) {
+  size_t dflt = span ? devmm_tensor_default_alignment(r->device) : 0;
+  int rc = devmm_buffer_allocate(r, span, dflt > alignment ? dflt : alignment, stream, out);
+  if (rc == DEVMM_ENOTSUP && dflt > alignment) /* it cannot align that far: its own will do */
+    rc = devmm_buffer_allocate(r, span, alignment, stream, out);
+  return rc;
+}
+
 int devmm_tensor_empty(devmm_resource *r, devmm_device device, const devmm_layout *layout, int ndim,
                        const int64_t *shape, devmm_dtype dtype, devmm_stream stream,
                        devmm_tensor **out) {
@@ -215,14 +224,25 @@ int devmm_tensor_empty(devmm_resource *r, devmm_device device, const devmm_layou
     r = cur;
   }
   devmm_buffer *b;
-  size_t align = lr.base_alignment > itemsize ? lr.base_alignment : 0;
-  rc = devmm_buffer_allocate(r, lr.span_bytes, align, stream, &b);
+  rc = devmm__tensor_buffer(r, lr.span_bytes, lr.base_alignment > itemsize ? lr.base_alignment : 0,
+                            stream, &b);
   devmm_resource_release(cur);
   if (rc)
     return rc;
   rc = devmm_tensor_create(b, dtype, ndim, shape, strides, 0, 0, out);
   devmm_buffer_release(b); /* the tensor holds it now (or it is freed on failure) */
   return rc;
+}
+
+size_t devmm_tensor_default_alignment(devmm_device device) {
+  switch (device.device_type) {
+  case DEVMM_DEVICE_CUDA:
+  case DEVMM_DEVICE_ROCM:
+  case DEVMM_DEVICE_CUDA_MANAGED:
+    return 256;
+  default:
+    return 64;
+  }
 }
 
 void devmm_tensor_destroy(devmm_tensor *t) {

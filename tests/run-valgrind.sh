@@ -12,7 +12,7 @@ export DEVMM_LOG_LEVEL=error CK_FORK=no CK_VERBOSITY=silent
 # nor "setuid", whose probe runs in processes of its own (both run under ASan/UBSan in make asan),
 # nor "oom", which replaces malloc itself (it runs in make test)
 suites="error dtype layout resource adaptors statistics limiting tracking logging aligned failure
-thread_safe registry buffer stress plugins faults untrusted"
+thread_safe registry buffer stress plugins faults untrusted interchange"
 logs=$(mktemp -d -t devmm-valgrind.XXXXXX)
 failed=0
 n=0

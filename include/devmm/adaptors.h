@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* The adaptor type of r: "statistics", "limiting", "tracking", "logging", "aligned",
+ * "failure_callback" or "thread_safe" (a static string); NULL when r is not an adaptor. */
+DEVMM_API const char *devmm_adaptor_kind(const devmm_resource *r);
+
 /* ------------------------------------------------------------------ statistics */
 
 typedef struct devmm_statistics {

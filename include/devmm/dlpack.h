@@ -63,7 +63,8 @@ typedef struct devmm_dlmanaged_versioned {
  * data is NULL for a tensor with no elements. Fails once the buffer was freed. */
 DEVMM_API int devmm_tensor_to_dlpack_versioned(const devmm_tensor *t, uint64_t flags,
                                                devmm_dlmanaged_versioned **out);
-/* Exports t as a legacy DLManagedTensor (no flags: consumers treat it as writable). */
+/* Exports t as a legacy DLManagedTensor (no flags: consumers treat it as writable, so a
+ * read-only tensor is refused with DEVMM_ENOTSUP). */
 DEVMM_API int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out);
 /* Copies t's elements into a new compact row-major tensor allocated from dst (through t's
  * resource's copy op, then a synchronize): padding is dropped. */

@@ -3,7 +3,9 @@
  * Each does the work of several public calls in one, takes only scalars and pointers, and
  * returns its result directly (NULL on failure, with devmm_last_error() set), because one
  * foreign call costs far more than the work here. Packed values:
- *   device = (device_type << 32) | device_id;   dtype = code | bits << 8 | lanes << 16. */
+ *   device = (device_type << 32) | device_id;   dtype = code | bits << 8 | lanes << 16.
+ * For CPython, devmm_ffi_python_function goes further: built-in functions that take and return
+ * Python objects, so the hot paths make no foreign call at all (ADR 12). */
 #ifndef DEVMM_FFI_H
 #define DEVMM_FFI_H
 
@@ -20,10 +22,24 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
                                                const devmm_layout *layout, int ndim,
                                                const int64_t *shape, uint32_t dtype,
                                                devmm_stream stream);
-/* A PyCapsule ("dltensor_versioned" if versioned, else "dltensor") owning a new export of t,
- * or None (a new reference) when the export fails. Must be called with the GIL held
- * (ctypes.PyDLL); Python's functions are found at run time. */
-DEVMM_API void *devmm_ffi_dlpack_capsule(const devmm_tensor *t, uint64_t flags, int versioned);
+/* dtype in the packed form above. */
+DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
+/* A CPython built-in function (a new reference) named name, made with CPython's stable ABI
+ * found at run time (libdevmm never links Python); None, with devmm_last_error() set, for an
+ * unknown name. Call it with the GIL held (ctypes.PyDLL). The built-ins (ADR 12) take and
+ * return PyCapsules that own devmm objects ("devmm.tensor", "devmm.buffer", "devmm.hold",
+ * "devmm.resource"):
+ *   empty(resource|None, (device_type, device_id), layout address|None, shape tuple,
+ *         packed dtype, stream|None) -> tensor capsule | None  (devmm_ffi_tensor_empty)
+ *   own_tensor(address), own_buffer(address), own_resource(address) -> capsule that takes
+ *   the object (or reference) over
+ *   handle(capsule), buffer_of(capsule) -> address;  buffer_free(capsule) -> None
+ *   hold(capsule) -> capsule holding the buffer's memory (like an export) | None once freed
+ *   dlpack(tensor capsule, flags, versioned) -> "dltensor[_versioned]" capsule | None
+ *   constants() -> {name: value} of devmm's C constants
+ * None means devmm failed: devmm_last_status()/devmm_last_error() say why. Python exceptions
+ * (TypeError, OverflowError) are raised for arguments of the wrong type. */
+DEVMM_API void *devmm_ffi_python_function(const char *name);
 
 /* PyTorch's CUDAPluggableAllocator interface (torch.cuda.memory.CUDAPluggableAllocator(
  * "libdevmm.so.0", "devmm_torch_alloc", "devmm_torch_free")): allocations for cuda:<device> go

@@ -117,6 +117,9 @@ DEVMM_API void devmm_callbacks_disable(void);
 DEVMM_API int devmm_device_format(devmm_device d, char *buf, size_t cap);
 /* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0" ... */
 DEVMM_API int devmm_device_parse(const char *text, devmm_device *d);
+/* 1 if the CPU can read and write the device's memory directly (cpu, cuda_host, rocm_host,
+ * cuda_managed), else 0. */
+DEVMM_API int devmm_device_host_accessible(devmm_device d);
 
 #ifdef __cplusplus
 }

@@ -55,8 +55,15 @@ DEVMM_API void devmm_buffer_unacquire(devmm_buffer *b);
 DEVMM_API int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides, size_t byte_offset,
                                   int readonly, devmm_tensor **out);
-/* Lays out shape with layout, allocates from r (NULL: the device's current resource) and
- * returns a tensor owning a new buffer: the whole hot path of devmm.empty in one call. */
+/* The base alignment devmm_tensor_empty gives a tensor with elements when its layout asks for
+ * less (ADR 13): 256 bytes on CUDA, ROCm and managed memory (what cudaMalloc/hipMalloc
+ * guarantee), 64 elsewhere (the CPU and pinned host memory: what PyTorch's CPU allocator gives
+ * and what XLA needs to import without a copy). */
+DEVMM_API size_t devmm_tensor_default_alignment(devmm_device device);
+/* Lays out shape with layout, allocates from r (NULL: the device's current resource) aligned
+ * to the larger of the layout's base alignment and devmm_tensor_default_alignment (the
+ * layout's alone when r refuses the default with DEVMM_ENOTSUP), and returns a tensor owning a
+ * new buffer: the whole hot path of devmm.empty in one call. */
 DEVMM_API int devmm_tensor_empty(devmm_resource *r, devmm_device device, const devmm_layout *layout,
                                  int ndim, const int64_t *shape, devmm_dtype dtype,
                                  devmm_stream stream, devmm_tensor **out);

@@ -14,8 +14,8 @@ import atexit as _atexit
 
 from . import _lib
 from .dtype import DType
-from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError)
-from .layout import Aligned, ColumnMajor, Layout, RowMajor, Strided
+from .errors import (CallbackError, ConfigError, DevmmError, OutOfMemoryError, PluginError,
+                     StreamError)
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
 from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
@@ -26,7 +26,9 @@ _LAZY = {
     "AlignedAdaptor": "adaptors", "CallbackMemoryResource": "adaptors",
     "FailureCallbackAdaptor": "adaptors", "LimitingAdaptor": "adaptors",
     "LoggingAdaptor": "adaptors", "StatisticsAdaptor": "adaptors",
-    "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors",
+    "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors", "Statistics": "statistics",
+    "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
+    "Strided": "layout",
 }
 
 
@@ -50,7 +52,8 @@ __all__ = [
     "Aligned", "AlignedAdaptor", "Buffer", "CallbackError", "CallbackMemoryResource",
     "ColumnMajor", "ConfigError", "DType", "DevmmError", "FailureCallbackAdaptor", "Layout",
     "LimitingAdaptor", "LoggingAdaptor", "MemoryResource", "OutOfMemoryError", "PluginError",
-    "RowMajor", "StatisticsAdaptor", "Strided", "Tensor", "ThreadSafeAdaptor",
+    "RowMajor", "Statistics", "StatisticsAdaptor", "StreamError", "Strided", "Tensor",
+    "ThreadSafeAdaptor",
     "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
     "info", "init", "plugins", "set_current_device_resource", "using_memory_resource",
     "version", "zeros",

@@ -1,7 +1,15 @@
-"""The ctypes binding of libdevmm: finding the library and every C signature, in one table.
+"""The binding of libdevmm, all of it: finding the library, every C signature (one table), the
+C constants (:data:`CONSTANTS`) and the built-in functions libdevmm makes for the hot paths.
 
-Nothing else in the package calls ``ctypes.CDLL``; every call that returns a status goes
-through :func:`check`, which turns a failure into the matching exception with the C message.
+Nothing else in the package opens the library or binds a symbol. Every call that returns a
+status goes through :func:`check`, which turns a failure into the matching exception with the C
+message.
+
+The hot paths (``empty``, ``__dlpack__``, ``buffer.free()``) call CPython built-ins that
+libdevmm makes at run time through the stable ABI (``devmm_ffi_python_function``, ADR 12): a
+call costs what ``len()`` costs, not a ctypes call. Their tensors, buffers and holds are
+PyCapsules whose destructors release the C object, so no Python object here needs ``__del__``
+to give C memory back.
 """
 
 from __future__ import annotations
@@ -9,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t,
-                    c_uint, c_uint8, c_uint16, c_uint64, c_void_p)
+                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
 
@@ -99,14 +107,20 @@ _SIGNATURES = {
     "devmm_dtype_name_at": (c_char_p, [c_size_t]),
     "devmm_dtype_itemsize": (c_size_t, [DType]),
     "devmm_device_parse": (c_int, [c_char_p, POINTER(Device)]),
+    "devmm_device_format": (c_int, [Device, c_char_p, c_size_t]),
+    "devmm_device_host_accessible": (c_int, [Device]),
+    "devmm_layout_row_major": (Layout, []),
+    "devmm_layout_column_major": (Layout, []),
+    "devmm_layout_strided": (Layout, [c_int, POINTER(c_int64)]),
+    "devmm_layout_aligned": (Layout, [c_int, c_size_t, c_size_t]),
     "devmm_layout_compute": (c_int, [POINTER(Layout), c_int, POINTER(c_int64), c_size_t,
                                      POINTER(c_int64), POINTER(LayoutResult)]),
     "devmm_resource_retain": (_P, [_P]),
-    "devmm_resource_release": (None, [_P]),
     "devmm_resource_name": (c_char_p, [_P]),
     "devmm_resource_device": (Device, [_P]),
     "devmm_resource_flags": (c_uint, [_P]),
     "devmm_resource_upstream": (_P, [_P]),
+    "devmm_adaptor_kind": (c_char_p, [_P]),
     "devmm_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
     "devmm_deallocate": (c_int, [_P, _P, c_size_t, c_size_t, _P]),
     "devmm_mem_info": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
@@ -136,12 +150,10 @@ _SIGNATURES = {
     "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
                                                POINTER(c_void_p)]),
     "devmm_callbacks_disable": (None, []),
+    # variadic in C (fmt, ...): always called with the format "%s" and one string
+    "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
     "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
-    "devmm_buffer_release": (None, [_P]),
-    "devmm_buffer_retain": (_P, [_P]),
-    "devmm_buffer_free": (None, [_P]),
     "devmm_buffer_is_freed": (c_int, [_P]),
-    "devmm_buffer_is_live": (c_int, [_P]),
     "devmm_buffer_ptr": (_P, [_P]),
     "devmm_buffer_nbytes": (c_size_t, [_P]),
     "devmm_buffer_resource": (_P, [_P]),
@@ -153,10 +165,9 @@ _SIGNATURES = {
     "devmm_tensor_buffer": (_P, [_P]),
     "devmm_tensor_strides": (POINTER(c_int64), [_P]),
     "devmm_tensor_data": (_P, [_P]),
+    "devmm_tensor_readonly": (c_int, [_P]),
     "devmm_tensor_zero": (c_int, [_P]),
     "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
-    "devmm_tensor_to_dlpack_versioned": (c_int, [_P, c_uint64, POINTER(c_void_p)]),
-    "devmm_tensor_to_dlpack": (c_int, [_P, POINTER(c_void_p)]),
     "devmm_init": (c_int, [c_char_p]),
     "devmm_shutdown": (None, []),
     "devmm_is_initialized": (c_int, []),
@@ -166,8 +177,8 @@ _SIGNATURES = {
     "devmm_resource_create_kind": (c_int, [c_char_p, c_int32, POINTER(Option), c_size_t,
                                            POINTER(c_void_p)]),
     "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
+    "devmm_ffi_dtype_pack": (c_uint32, [DType]),
 }
-
 
 
 def __getattr__(name: str):
@@ -211,3 +222,37 @@ def check(status: int) -> None:
     """Raises the matching exception if status is not 0."""
     if status:
         raise error(status)
+
+
+def failed() -> errors.DevmmError:
+    """The exception for a built-in that answered None: this thread's last devmm error."""
+    return error(_bound("last_status")())
+
+# ----------------------------------------------------------------------------- built-ins
+
+
+# PyDLL: the call keeps the GIL and returns a Python object
+_make = ctypes.PyDLL(LIBRARY_PATH).devmm_ffi_python_function
+_make.restype, _make.argtypes = ctypes.py_object, [c_char_p]
+
+
+def _builtin(name: str):
+    """A CPython built-in function that libdevmm makes (see include/devmm/ffi.h)."""
+    fn = _make(name.encode())
+    if fn is None:
+        raise ImportError(f"devmm: {_bound('last_error')().decode()}")
+    return fn
+
+
+py_empty = _builtin("empty")          # -> tensor capsule | None
+py_own_tensor = _builtin("own_tensor")
+py_own_buffer = _builtin("own_buffer")
+py_own_resource = _builtin("own_resource")
+py_handle = _builtin("handle")        # capsule -> address of its tensor or buffer
+py_buffer_of = _builtin("buffer_of")  # tensor or buffer capsule -> address of the buffer
+py_buffer_free = _builtin("buffer_free")
+py_hold = _builtin("hold")            # -> capsule holding the buffer's memory | None
+py_dlpack = _builtin("dlpack")        # -> DLPack capsule | None
+
+CONSTANTS: dict = _builtin("constants")()
+"""The C constants by name: ``CONSTANTS["DEVMM_DEVICE_CUDA"]``, status codes, flags, limits."""

@@ -16,8 +16,12 @@ TYPE_CHECKING = False  # typing is imported only by type checkers: it costs star
 if TYPE_CHECKING:
     from typing import Callable, Optional, Union
 
+    from .statistics import Statistics
+
 from . import _lib
 from .resource import MemoryResource, parse_device
+
+_C = _lib.CONSTANTS
 
 
 def _new(create, *args) -> int:
@@ -45,13 +49,16 @@ def _size(value: Union[int, str], total: int = 0) -> int:
 class StatisticsAdaptor(MemoryResource):
     """Counts bytes and allocations: current, peak and total (lock-free).
     ``sharded=True`` keeps per-thread counters that scale with threads (the peak is then a
-    lower bound under concurrent allocation).
+    lower bound under concurrent allocation). :attr:`statistics` and :meth:`pop` give a
+    :class:`devmm.Statistics` (RMM's fields); each counter is also a property.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
     >>> s = StatisticsAdaptor(MallocMemoryResource())
     >>> p = s.allocate(100); s.current_bytes, s.peak_bytes, s.total_count
     (100, 100, 1)
+    >>> s.statistics
+    Statistics(current_bytes=100, current_count=1, peak_bytes=100, peak_count=1, total_bytes=100, total_count=1)
     >>> s.deallocate(p, 100); s.current_bytes
     0
     """
@@ -60,7 +67,8 @@ class StatisticsAdaptor(MemoryResource):
 
     def __init__(self, upstream: MemoryResource, sharded: bool = False) -> None:
         up = _upstream(upstream)
-        super().__init__(_new(_lib.statistics_adaptor_create_ex, up._h, 1 if sharded else 0), up)
+        flags = _C["DEVMM_STATISTICS_SHARDED"] if sharded else 0
+        super().__init__(_new(_lib.statistics_adaptor_create_ex, up._h, flags), up)
 
     @classmethod
     def find(cls, resource: MemoryResource) -> "StatisticsAdaptor":
@@ -83,11 +91,11 @@ class StatisticsAdaptor(MemoryResource):
         raise LookupError(f"no statistics adaptor in '{resource.name}'")
 
     @property
-    def statistics(self) -> dict:
-        """All six counters of the innermost scope."""
+    def statistics(self) -> Statistics:
+        """All six counters of the innermost scope, as a frozen :class:`devmm.Statistics`."""
         s = _lib.Statistics()
         _lib.check(_lib.statistics_get(self._h, ctypes.byref(s)))
-        return {name: getattr(s, name) for name, _ in _lib.Statistics._fields_}
+        return _frozen(s)
 
     def _get(self, field: str) -> int:
         s = _lib.Statistics()
@@ -105,15 +113,20 @@ class StatisticsAdaptor(MemoryResource):
         """Starts a nested scope whose counters start at zero."""
         _lib.check(_lib.statistics_push(self._h))
 
-    def pop(self) -> dict:
+    def pop(self) -> Statistics:
         """Ends the innermost scope; returns its counters (merged into the outer scope)."""
         s = _lib.Statistics()
         _lib.check(_lib.statistics_pop(self._h, ctypes.byref(s)))
-        return {name: getattr(s, name) for name, _ in _lib.Statistics._fields_}
+        return _frozen(s)
 
     def reset_peak(self) -> None:
         """Sets the peaks of the innermost scope to the current values."""
         _lib.check(_lib.statistics_reset_peak(self._h))
+
+
+def _frozen(s: _lib.Statistics) -> Statistics:
+    from .statistics import Statistics  # imported on first use: dataclasses costs start-up time
+    return Statistics(**{name: getattr(s, name) for name, _ in _lib.Statistics._fields_})
 
 
 class LimitingAdaptor(MemoryResource):
@@ -286,10 +299,7 @@ _ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, cty
                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 _FREE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                             ctypes.c_size_t, ctypes.c_void_p)
-_set_error = _lib.lib.devmm_set_error
-_set_error.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]
-_set_error.restype = ctypes.c_int
-_ENOMEM, _ECALLBACK = -2, -11
+_ENOMEM, _ECALLBACK = _C["DEVMM_ENOMEM"], _C["DEVMM_ECALLBACK"]
 _LIVE: dict = {}
 _DESTROY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _DESTROY = _DESTROY_FN(lambda key: _LIVE.pop(key, None))
@@ -299,7 +309,7 @@ _DESTROY_PTR = ctypes.cast(_DESTROY, ctypes.c_void_p)
 def _report(where: str, e: BaseException) -> int:
     code = _ENOMEM if isinstance(e, MemoryError) else _ECALLBACK
     msg = f"{where} raised {type(e).__name__}: {e}"
-    return _set_error(code, b"%s", msg.encode(errors="replace"))
+    return _lib.set_error(code, b"%s", msg.encode(errors="replace"))
 
 
 class CallbackMemoryResource(MemoryResource):
@@ -331,9 +341,9 @@ class CallbackMemoryResource(MemoryResource):
             try:
                 ptr = allocate(nbytes, alignment, stream)
                 if not isinstance(ptr, int) or ptr <= 0:
-                    return _set_error(_ECALLBACK, b"%s",
-                                      f"the allocate callback of '{name}' returned {ptr!r}, "
-                                      f"expected a positive int address".encode())
+                    return _lib.set_error(_ECALLBACK, b"%s",
+                                          f"the allocate callback of '{name}' returned "
+                                          f"{ptr!r}, expected a positive int address".encode())
                 out[0] = ptr
                 return 0
             except BaseException as e:
@@ -348,7 +358,7 @@ class CallbackMemoryResource(MemoryResource):
 
         fns = (_ALLOC_FN(alloc), _FREE_FN(free))
         d = parse_device(device)
-        flags = 2 if d.device_type in (1, 3, 11, 13) else 0  # host-accessible
+        flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if _lib.device_host_accessible(d) else 0
         # The trampolines live until the C resource is destroyed (it can outlive this object:
         # buffers and DLPack exports hold it), then _destroy drops them.
         key = id(fns)
@@ -361,3 +371,10 @@ class CallbackMemoryResource(MemoryResource):
             _LIVE.pop(key, None)
             raise
         super().__init__(h)
+
+
+# The Python class of each adaptor type C reports (devmm_adaptor_kind): how a stack built from
+# devmm.ini comes back as its top adaptor's class.
+_CLASSES = {"statistics": StatisticsAdaptor, "limiting": LimitingAdaptor,
+            "tracking": TrackingAdaptor, "logging": LoggingAdaptor, "aligned": AlignedAdaptor,
+            "failure_callback": FailureCallbackAdaptor, "thread_safe": ThreadSafeAdaptor}

@@ -18,12 +18,13 @@ from . import _lib
 
 
 class DType(tuple):
-    """An element type: ``(name, code, bits, itemsize)``, plus its C struct and packed form."""
+    """An element type: ``(name, code, bits, itemsize)``, plus its C struct and the packed form
+    the C entry points take (ffi.h)."""
 
     __slots__ = ()
 
     def __new__(cls, name: str, code: int, bits: int, itemsize: int, c: "_lib.DType"):
-        return tuple.__new__(cls, (name, code, bits, itemsize, c, code | bits << 8 | 1 << 16))
+        return tuple.__new__(cls, (name, code, bits, itemsize, c, _lib.ffi_dtype_pack(c)))
 
     name = property(lambda self: self[0])
     code = property(lambda self: self[1])

@@ -32,6 +32,14 @@ class DevmmValueError(DevmmError, ValueError):
     """An argument was invalid (also a ``ValueError``)."""
 
 
+class StreamError(DevmmError, ValueError, RuntimeError):
+    """A ``__dlpack__`` stream that the device cannot use: a ``ValueError`` (a bad argument),
+    and the ``RuntimeError`` NumPy raises for a stream on the CPU (its tests expect it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "DEVMM_EINVAL")
+
+
 class DevmmStateError(DevmmError, BufferError):
     """The object is in the wrong state, e.g. its buffer was freed (also a ``BufferError``)."""
 

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 from . import _lib
 
-ROW_MAJOR, COLUMN_MAJOR, STRIDED, ALIGNED = 0, 1, 2, 3
-
 
 class Layout:
     """Base of the layout policies; ``strides(shape, dtype)`` asks the core."""
@@ -57,7 +55,7 @@ class RowMajor(Layout):
     __slots__ = ()
 
     def __init__(self) -> None:
-        self._c = _lib.Layout(ROW_MAJOR, ROW_MAJOR, 0, None, 0, 0)
+        self._c = _lib.layout_row_major()
         self._keep = None
 
     def __repr__(self) -> str:
@@ -74,7 +72,7 @@ class ColumnMajor(Layout):
     __slots__ = ()
 
     def __init__(self) -> None:
-        self._c = _lib.Layout(COLUMN_MAJOR, COLUMN_MAJOR, 0, None, 0, 0)
+        self._c = _lib.layout_column_major()
         self._keep = None
 
     def __repr__(self) -> str:
@@ -94,7 +92,7 @@ class Strided(Layout):
         self._strides = tuple(int(s) for s in strides)
         n = len(self._strides)
         self._keep = (ctypes.c_int64 * max(n, 1))(*self._strides)
-        self._c = _lib.Layout(STRIDED, STRIDED, n, self._keep, 0, 0)
+        self._c = _lib.layout_strided(n, self._keep)
 
     def __repr__(self) -> str:
         return f"Strided({self._strides!r})"
@@ -126,8 +124,8 @@ class Aligned(Layout):
         self.unit_stride_alignment = int(unit_stride_alignment)
         self.base_alignment = int(base_alignment)
         self._keep = None
-        self._c = _lib.Layout(ALIGNED, inner._c.kind, 0, None, self.unit_stride_alignment,
-                              self.base_alignment)
+        self._c = _lib.layout_aligned(inner._c.kind, self.unit_stride_alignment,
+                                      self.base_alignment)
 
     def __repr__(self) -> str:
         return (f"Aligned({self.inner!r}, unit_stride_alignment={self.unit_stride_alignment}, "

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 from . import _lib
 
 _DEVICE_CACHE: dict[object, _lib.Device] = {}
-CPU = _lib.Device(1, 0)
+CPU = _lib.Device(_lib.CONSTANTS["DEVMM_DEVICE_CPU"], 0)
 
 
 def parse_device(device: DeviceLike) -> _lib.Device:
@@ -52,10 +52,14 @@ def parse_device(device: DeviceLike) -> _lib.Device:
 
 
 def format_device(d: _lib.Device) -> str:
-    names = {1: "cpu", 2: "cuda", 3: "cuda_host", 10: "rocm", 11: "rocm_host",
-             13: "cuda_managed"}
-    name = names.get(d.device_type, f"device{d.device_type}")
-    return "cpu" if d.device_type == 1 and d.device_id == 0 else f"{name}:{d.device_id}"
+    """"cpu", "cuda:0", ... as the C core writes them.
+
+    >>> format_device(parse_device((2, 1)))
+    'cuda:1'
+    """
+    buf = ctypes.create_string_buffer(48)
+    _lib.check(_lib.device_format(d, buf, len(buf)))
+    return buf.value.decode()
 
 
 def _nonnegative(**values: int) -> None:
@@ -72,30 +76,24 @@ class MemoryResource:
     with :func:`devmm.empty` instead.
     """
 
-    __slots__ = ("_h", "_upstream", "_keep", "_dk", "_keep_ptr", "__weakref__")
+    # _cap owns one reference (a capsule from libdevmm: no __del__), _h is its address
+    __slots__ = ("_cap", "_h", "_upstream", "_keep", "_dk", "__weakref__")
 
     def __init__(self, handle: int, upstream: Optional["MemoryResource"] = None,
                  keep: object = None) -> None:
-        self._h = handle  # this object owns one reference
+        self._cap = _lib.py_own_resource(handle)  # this object owns the reference
+        self._h = handle
         self._upstream = upstream
         self._keep = keep
         self._dk = None
-        self._keep_ptr = None
 
     @classmethod
     def _from_new(cls, handle: int) -> "MemoryResource":
         """Wraps a reference the caller already owns as a cls (no constructor runs)."""
         obj = cls.__new__(cls)
-        obj._h, obj._upstream, obj._keep, obj._dk, obj._keep_ptr = handle, None, None, None, None
+        obj._cap = _lib.py_own_resource(handle)
+        obj._h, obj._upstream, obj._keep, obj._dk = handle, None, None, None
         return obj
-
-    @property
-    def _cptr(self) -> ctypes.c_void_p:
-        """The handle as a ctypes pointer (cached), for untyped hot-path calls."""
-        p = self._keep_ptr
-        if p is None:
-            p = self._keep_ptr = ctypes.c_void_p(self._h)
-        return p
 
     @property
     def _devkey(self) -> tuple:
@@ -105,11 +103,6 @@ class MemoryResource:
             d = _lib.resource_device(self._h)
             dk = self._dk = (d.device_type, d.device_id)
         return dk
-
-    def __del__(self) -> None:
-        h, self._h = getattr(self, "_h", None), None
-        if h and _lib is not None and _lib.resource_release is not None:
-            _lib.resource_release(h)
 
     @property
     def handle(self) -> int:
@@ -128,11 +121,12 @@ class MemoryResource:
 
     @property
     def upstream(self) -> Optional["MemoryResource"]:
-        """The upstream of an adaptor, or None."""
+        """The upstream of an adaptor (typed, as :func:`get_current_device_resource`), or
+        None."""
         if self._upstream is not None:
             return self._upstream
         h = _lib.resource_upstream(self._h)
-        return MemoryResource._from_new(_lib.resource_retain(h)) if h else None
+        return _typed(_lib.resource_retain(h)) if h else None
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
         """Allocates nbytes and returns the address (0 for 0 bytes)."""
@@ -162,6 +156,16 @@ class MemoryResource:
         return f"<{type(self).__name__} {self.name} on {self.device}>"
 
 
+def _typed(handle: int) -> MemoryResource:
+    """Wraps a reference the caller owns as the Python class of what C says it is: an adaptor
+    as its adaptor class (StatisticsAdaptor, ...), anything else as a MemoryResource."""
+    kind = _lib.adaptor_kind(handle)
+    if kind is None:
+        return MemoryResource._from_new(handle)
+    from .adaptors import _CLASSES  # imported on first use: start-up time
+    return _CLASSES[kind.decode()]._from_new(handle)
+
+
 # ----------------------------------------------------------------------------- the registry
 
 # Scoped overrides: {device key: resource, None: the innermost resource}; per thread and per
@@ -175,7 +179,8 @@ def _key(d: _lib.Device) -> tuple[int, int]:
 
 def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
     """The resource :func:`devmm.empty` uses for device (default: cpu): the innermost
-    :func:`using_memory_resource` for it, else the process-wide one from devmm.ini.
+    :func:`using_memory_resource` for it, else the process-wide one from devmm.ini, as the
+    class of its top adaptor (a ``statistics`` stack is a :class:`StatisticsAdaptor`).
 
     >>> import devmm
     >>> devmm.get_current_device_resource().device
@@ -187,7 +192,7 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
         return scoped
     out = ctypes.c_void_p()
     _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
-    return MemoryResource._from_new(out.value)
+    return _typed(out.value)
 
 
 def set_current_device_resource(resource: MemoryResource,
@@ -205,7 +210,7 @@ def set_current_device_resource(resource: MemoryResource,
     d = parse_device(device) if device is not None else _lib.resource_device(resource._h)
     prev = ctypes.c_void_p()
     _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
-    return MemoryResource._from_new(prev.value) if prev.value else None
+    return _typed(prev.value) if prev.value else None
 
 
 class using_memory_resource:

@@ -14,7 +14,7 @@
   X(error) X(dtype) X(layout) X(resource) X(adaptors) X(statistics)          \
   X(limiting) X(tracking) X(logging) X(aligned) X(failure) X(thread_safe)     \
   X(registry) X(buffer) X(stress) X(config) X(plugins) X(faults)             \
-  X(untrusted) X(setuid) X(oom)
+  X(untrusted) X(interchange) X(setuid) X(oom)
 // clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);

@@ -164,7 +164,7 @@ def test_statistics_scopes():
     t = devmm.empty(300, "int8", resource=s)
     del t
     inner = s.pop()
-    assert inner["peak_bytes"] == 300 and inner["current_bytes"] == 0
+    assert inner.peak_bytes == 300 and inner.current_bytes == 0
     assert s.peak_bytes == 400 and s.current_bytes == 100
     s.reset_peak()
     assert s.peak_bytes == 100

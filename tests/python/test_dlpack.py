@@ -7,15 +7,40 @@ import numpy as np
 import pytest
 
 import devmm
+from conftest import Counting
 
 NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                 "uint64", "float16", "float32", "float64", "complex64", "complex128"]
+# default tensors of many shapes: 0-d, tiny, odd sizes, several dimensions
+SHAPES = [(), (1,), (3,), (5, 7), (2, 3, 4), (1000,), (17, 33), (1, 1, 1, 1)]
+IS_COPIED, READ_ONLY = 2, 1  # DLPack's flag bits, as the consumer reads them
 
 
 def raw_view(t, dtype):
     """The devmm side of the memory, without DLPack: the bytes at t.data_ptr."""
     n = t.buffer.nbytes - (t.data_ptr - t.buffer.ptr)
     return np.frombuffer((ctypes.c_char * n).from_address(t.data_ptr), dtype=dtype)
+
+
+class _Versioned(ctypes.Structure):  # the head of DLManagedTensorVersioned
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("data", ctypes.c_void_p)]
+
+
+def versioned_head(cap):
+    """What a consumer reads from a versioned capsule (the capsule is not consumed)."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return _Versioned.from_address(get(cap, b"dltensor_versioned"))
+
+
+def host_memory_labelled(device):
+    """Host memory labelled as device: a test double for GPU memory (this machine has none).
+    Only devmm's Python protocol code is under test; the memory itself is real."""
+    c = Counting()
+    return devmm.CallbackMemoryResource(c.allocate, c.deallocate, device=device,
+                                        name=f"host-memory-posing-as-{device}")
 
 
 def test_numpy_version_is_a_versioned_consumer():
@@ -31,6 +56,15 @@ def test_numpy_zero_copy_both_ways(dtype):
     assert (raw_view(t, dtype)[:20] == 1).all()   # numpy -> devmm memory
     raw_view(t, dtype)[:20] = 0
     assert not a.any()                             # devmm memory -> numpy
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES)
+def test_default_tensor_is_zero_copy_into_numpy(dtype, shape):
+    t = devmm.empty(shape, dtype)
+    assert t.data_ptr % 64 == 0  # the default base alignment on the CPU (ADR 13)
+    for a in (np.from_dlpack(t), np.asarray(t)):
+        assert a.ctypes.data == t.data_ptr and a.shape == shape and a.dtype == np.dtype(dtype)
 
 
 def test_capsule_kinds():
@@ -69,6 +103,7 @@ def test_copy_true_sets_is_copied_and_compacts():
     with devmm.using_memory_resource(stats):
         cap = p.__dlpack__(max_version=(1, 0), copy=True)
         assert stats.current_bytes == 48  # the copy came from the current resource
+        assert versioned_head(cap).flags == IS_COPIED
     del cap
     assert stats.current_bytes == 0
 
@@ -83,6 +118,33 @@ def test_dl_device_and_stream_rules():
         t.__dlpack__(dl_device=(2, 0))
     with pytest.raises(ValueError, match="stream must be None for cpu"):
         t.__dlpack__(stream=1)
+    with pytest.raises(TypeError, match="stream must be an int or None, got str"):
+        t.__dlpack__(stream="1")
+
+
+@pytest.mark.parametrize("stream", [1, 2, 0, -1, 12345])
+def test_stream_on_the_cpu_raises_what_numpy_raises(stream):
+    # numpy's own test_dunder_dlpack_stream expects RuntimeError; devmm's error is also a
+    # ValueError (a bad argument), which older callers catch
+    t = devmm.empty(3)
+    with pytest.raises(RuntimeError, match="stream must be None for cpu tensors"):
+        t.__dlpack__(stream=stream)
+    with pytest.raises(ValueError):
+        t.__dlpack__(stream=stream, max_version=(1, 0))
+    assert np.from_dlpack(t).ctypes.data == t.data_ptr  # and nothing was left broken
+
+
+def test_stream_is_judged_against_dl_device():
+    # Array API: "stream ... must be valid for dl_device when dl_device is given"
+    cuda = host_memory_labelled("cuda:0")
+    t = devmm.zeros(4, "float32")
+    with devmm.using_memory_resource(cuda):  # where a copy for cuda:0 comes from
+        cap = t.__dlpack__(stream=1, dl_device=(2, 0), max_version=(1, 0))  # 1: CUDA legacy
+    assert versioned_head(cap).flags == IS_COPIED
+    g = devmm.empty(4, "float32", resource=cuda)
+    with pytest.raises(RuntimeError, match="stream must be None for cpu tensors, got 1"):
+        g.__dlpack__(stream=1, dl_device=(1, 0))  # a CUDA stream means nothing to the CPU
+    g.__dlpack__(stream=1, max_version=(1, 0))  # valid for the tensor's own device
 
 
 def test_readonly_view_is_readonly_in_numpy():
@@ -90,6 +152,70 @@ def test_readonly_view_is_readonly_in_numpy():
     v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
     a = np.from_dlpack(v)
     assert not a.flags.writeable
+    assert versioned_head(v.__dlpack__(max_version=(1, 0))).flags == READ_ONLY
+
+
+def test_readonly_view_through_the_array_interface():
+    b = devmm.Buffer(16)
+    v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
+    assert v.__array_interface__["data"] == (v.data_ptr, True)
+    a = np.asarray(v)
+    assert a.ctypes.data == v.data_ptr and not a.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        a[0] = 1.0
+    w = devmm.from_buffer_view(b, (4,), "float32")
+    assert w.__array_interface__["data"] == (w.data_ptr, False) and np.asarray(w).flags.writeable
+
+
+@pytest.mark.parametrize("max_version", [None, (0, 8)])
+def test_readonly_view_refuses_a_legacy_capsule(max_version):
+    # numpy's own test_readonly: a legacy capsule cannot carry the read-only flag
+    stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    b = devmm.Buffer(16, resource=stats)
+    v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
+    with pytest.raises(BufferError, match="read-only.*legacy.*max_version"):
+        v.__dlpack__(max_version=max_version)
+    assert not np.from_dlpack(v).flags.writeable  # a versioned consumer gets it read-only
+    b.free()
+    assert stats.current_bytes == 0  # the refused export held nothing
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0, 2)])
+def test_size_zero_through_the_array_interface(shape):
+    t = devmm.empty(shape, "float64")
+    ptr, readonly = t.__array_interface__["data"]
+    assert ptr != 0 and ptr % 64 == 0 and readonly is False  # numpy 1.24 reads 0 as a scalar
+    a = np.asarray(t)
+    assert a.shape == shape and a.size == 0 and a.dtype == np.float64
+    assert np.from_dlpack(t).shape == shape and t.data_ptr == 0
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_no_typestr_is_a_clear_error(dtype):
+    t = devmm.empty(2, dtype)
+    assert not hasattr(t, "__array_interface__")  # absent, as the protocol says ...
+    for make in (np.asarray, np.array, lambda x: np.array([x])):  # ... and never an object array
+        with pytest.raises(TypeError, match=f"dtype {dtype} has no NumPy array-interface type"):
+            make(t)
+
+
+@pytest.mark.parametrize("device", ["cuda_managed:0", "cuda:0", "rocm:0"])
+def test_device_memory_is_a_clear_error_in_numpy(device):
+    t = devmm.empty(4, "float32", resource=host_memory_labelled(device))
+    assert not hasattr(t, "__array_interface__")
+    with pytest.raises(TypeError, match=f"{device} memory is not host memory"):
+        np.asarray(t)
+
+
+def test_cuda_array_interface():
+    cuda = host_memory_labelled("cuda:0")
+    t = devmm.empty((2, 3), "int16", layout=devmm.ColumnMajor(), resource=cuda)
+    d = t.__cuda_array_interface__
+    assert d["shape"] == (2, 3) and d["strides"] == (2, 4) and d["typestr"] == "<i2"
+    assert d["data"] == (t.data_ptr, False) and d["version"] == 3
+    assert devmm.empty((0, 4), resource=cuda).__cuda_array_interface__["data"] == (0, False)
+    with pytest.raises(AttributeError, match="cpu is not CUDA memory"):
+        devmm.empty(2).__cuda_array_interface__
 
 
 def test_array_interface_zero_copy():
@@ -98,7 +224,7 @@ def test_array_interface_zero_copy():
     assert a.ctypes.data == t.data_ptr and a.strides == (2, 4)
     a[...] = 7
     assert (np.from_dlpack(t) == 7).all()
-    with pytest.raises(AttributeError, match="bfloat16 has no array-interface typestr"):
+    with pytest.raises(AttributeError, match="bfloat16 has no NumPy array-interface type"):
         devmm.empty(2, "bfloat16").__array_interface__
 
 
@@ -116,23 +242,31 @@ def test_size_zero_tensor_has_null_data():
 
 # ----------------------------------------------------------------------------- JAX (legacy)
 
-jax = pytest.importorskip("jax", reason="JAX comes with the PyPI venv")  # always there in CI
+@pytest.fixture
+def jax():
+    """Only the tests that need JAX skip without it (it comes with the PyPI venv)."""
+    return pytest.importorskip("jax", reason="JAX is not installed (tools/requirements-test.txt "
+                                             "lists it for the PyPI venv)")
 
 
 # JAX without jax_enable_x64 turns 64-bit types into 32-bit ones: those are left out
-@pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "int32", "uint8", "uint16", "uint32",
-                                   "float16", "bfloat16", "float32", "complex64"])
-def test_jax_zero_copy(dtype):
-    import jax.numpy as jnp
-    t = devmm.zeros((16, 16), dtype)  # compact, and 64-byte aligned from malloc's big chunks
-    x = jax.dlpack.from_dlpack(t)
-    assert x.dtype == jnp.dtype(dtype) and x.shape == (16, 16)
-    if t.data_ptr % 64 == 0:  # XLA imports buffers aligned to 64 bytes without a copy
+JAX_DTYPES = ["bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
+              "bfloat16", "float32", "complex64"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", JAX_DTYPES)
+def test_default_tensor_is_zero_copy_into_jax(jax, dtype, shape):
+    # XLA imports a CPU buffer without a copy only when it is 64-byte aligned: every default
+    # devmm tensor is, so no import here may copy
+    t = devmm.zeros(shape, dtype)
+    for x in (jax.dlpack.from_dlpack(t), jax.numpy.from_dlpack(t)):
+        assert x.dtype == jax.numpy.dtype(dtype) and x.shape == shape
         assert x.unsafe_buffer_pointer() == t.data_ptr
 
 
-def test_jax_values_both_ways():
-    t = devmm.empty((64,), "float32", layout=devmm.Aligned(devmm.RowMajor(), 64, 64))
+def test_jax_values_both_ways(jax):
+    t = devmm.empty((64,), "float32")
     np.from_dlpack(t)[...] = np.arange(64)
     x = jax.dlpack.from_dlpack(t)
     assert x.unsafe_buffer_pointer() == t.data_ptr
@@ -142,9 +276,11 @@ def test_jax_values_both_ways():
     assert back[3] == 6.0
 
 
-def test_jax_refuses_padded_strides_and_copy_fixes_it():
+def test_jax_refuses_padded_strides_and_copy_fixes_it(jax):
     p = devmm.zeros((4, 3), "float32", layout=devmm.Aligned(devmm.RowMajor(), 128))
     with pytest.raises(Exception, match="compact"):
         jax.dlpack.from_dlpack(p)
-    x = jax.dlpack.from_dlpack(p.copy())
+    c = p.copy()
+    x = jax.dlpack.from_dlpack(c)
     assert x.shape == (4, 3) and float(x.sum()) == 0.0
+    assert x.unsafe_buffer_pointer() == c.data_ptr  # the copy is a default tensor: aligned

@@ -3,14 +3,19 @@ on other threads, interpreter exit with live exports, free() twice."""
 
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import textwrap
 import threading
 
 import numpy as np
+import pytest
 
 import devmm
+from conftest import Counting
+from devmm import _lib
+from devmm.mrs.cpu import MallocMemoryResource
 
 _pyapi = ctypes.pythonapi
 _pyapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -19,11 +24,17 @@ _pyapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _USED = ctypes.c_char_p(b"used_dltensor_versioned")  # static for the capsule's lifetime
 
 
-def test_consumer_outlives_tensor_and_free(counting):
+# numpy keeps the object that had __array_interface__ (the Tensor) as the array's base and never
+# says when it is done with the memory, so the tensor itself holds the memory once it has handed
+# the interface out, exactly as an unreleased DLPack export does.
+@pytest.mark.parametrize("export", [np.from_dlpack, np.asarray], ids=["dlpack", "asarray"])
+def test_consumer_outlives_tensor_and_free(counting, export):
     c, r = counting
     stats = devmm.StatisticsAdaptor(r)
     t = devmm.empty((1000,), "float32", resource=stats)
-    a = np.from_dlpack(t)
+    a = export(t)
+    if export is np.asarray:
+        assert a.base is t  # numpy keeps the tensor, nothing else
     t.buffer.free()
     del t
     gc.collect()
@@ -126,3 +137,72 @@ def test_free_twice_and_tensor_gone():
     del t
     gc.collect()
     assert s.current_bytes == 0 and s.total_count == 1
+
+
+# ----------------------------------------------------------------------------- array interfaces
+
+@pytest.fixture
+def cuda_double():
+    """Host memory labelled cuda:0: a test double for a CUDA resource (this machine has no GPU).
+    Only the Python side of __cuda_array_interface__ is under test; the memory is real."""
+    c = Counting()
+    return c, devmm.CallbackMemoryResource(c.allocate, c.deallocate, device="cuda:0",
+                                           name="host-memory-posing-as-cuda")
+
+
+def test_array_interface_hold_ends_with_the_tensor(counting):
+    c, r = counting
+    t = devmm.empty((10,), "int64", resource=r)
+    u = devmm.empty((10,), "int64", resource=r)
+    u.buffer.free()
+    assert c.frees == 1  # never exported: free() gives the memory back at once
+    assert np.asarray(t).shape == (10,)  # exported once; the array is gone at once
+    t.buffer.free()
+    assert c.frees == 1  # the tensor that handed out the interface holds it ...
+    del t
+    gc.collect()
+    assert c.frees == 2  # ... until it goes
+
+
+def test_array_interface_after_free_is_refused():
+    t = devmm.empty(4)
+    t.buffer.free()
+    with pytest.raises(BufferError, match="was freed"):
+        np.asarray(t)
+
+
+@pytest.mark.parametrize("export", ["asarray", "dlpack"])
+def test_read_after_free_over_mmap(export):
+    # munmap'd memory faults on any read: the old __array_interface__ crashed here
+    script = os.path.join(os.path.dirname(__file__), "read_after_free.py")
+    out = subprocess.run([sys.executable, script, export], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, f"exit status {out.returncode}: {out.stderr[-3000:]}"
+    assert out.stdout.strip() == str(7 << 20)
+
+
+def test_read_after_free_through_instrumented_code():
+    # The plugin's memmove reads numpy's view after free(): under `make python-asan` the
+    # plugin is instrumented, so a use-after-free is a report, not silent garbage.
+    r = MallocMemoryResource()
+    t = devmm.empty((256,), "int32", resource=r)
+    a = np.asarray(t)
+    a[...] = np.arange(256, dtype=np.int32)
+    t.buffer.free()
+    del t
+    out = devmm.Buffer(1024, resource=r)
+    _lib.check(_lib.copy(r.handle, out.ptr, a.ctypes.data, 1024, None))
+    got = np.frombuffer((ctypes.c_char * 1024).from_address(out.ptr), dtype=np.int32)
+    assert (got == np.arange(256)).all()
+
+
+def test_cuda_array_interface_holds_memory(cuda_double):
+    c, r = cuda_double
+    t = devmm.empty((100,), "float32", resource=r)
+    iface = t.__cuda_array_interface__  # CuPy and Numba keep the object that had it
+    assert iface["data"] == (t.data_ptr, False) and iface["shape"] == (100,)
+    t.buffer.free()
+    assert c.frees == 0  # the exporter still holds the memory for its consumer
+    del t
+    gc.collect()
+    assert c.frees == 1

@@ -5,6 +5,9 @@ written on one side seen on the other."""
 
 import ctypes
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -104,3 +107,114 @@ def test_torch_113_refuses_bool_and_nothing_leaks():
     t.buffer.free()
     gc.collect()
     assert stats.current_bytes == 0  # the refused capsule was freed by its destructor
+
+
+# ----------------------------------------------------------------------------- zero copy by default
+
+SHAPES = [(), (1,), (3,), (5, 7), (2, 3, 4), (1000,), (17, 33)]
+NUMPY_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float16", "float32", "float64", "complex64", "complex128"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES)
+def test_default_tensor_is_zero_copy_into_numpy_124(dtype, shape):
+    t = devmm.empty(shape, dtype)
+    assert t.data_ptr % 64 == 0  # the default base alignment on the CPU (ADR 13)
+    arrays = [np.asarray(t)]
+    if dtype != "bool":  # numpy 1.24 predates DLPack's bool (it says "Unsupported dtype")
+        arrays.append(np.from_dlpack(t))
+    for a in arrays:
+        assert a.ctypes.data == t.data_ptr and a.shape == shape and a.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", sorted(TORCH_DTYPES))
+def test_default_tensor_is_zero_copy_into_torch_113(dtype, shape):
+    t = devmm.empty(shape, dtype)
+    x = torch.from_dlpack(t)  # the legacy capsule
+    assert x.data_ptr() == t.data_ptr and tuple(x.shape) == shape
+    assert x.dtype == TORCH_DTYPES[dtype]
+
+
+# ----------------------------------------------------------------------------- array interface
+
+def test_array_interface_holds_memory_after_free():
+    stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    t = devmm.empty((1000,), "float32", resource=stats)
+    a = np.asarray(t)
+    assert a.base is t
+    t.buffer.free()
+    del t
+    gc.collect()
+    assert stats.current_bytes == 4000  # numpy 1.24 still holds it through the tensor
+    a[...] = 2.0
+    assert a.sum() == 2000
+    del a
+    gc.collect()
+    assert stats.current_bytes == 0
+
+
+def test_array_interface_read_after_free_over_mmap():
+    # the versioned suite's script, run by numpy 1.24 (the crash was on both versions)
+    script = os.path.join(os.path.dirname(__file__), "..", "python", "read_after_free.py")
+    out = subprocess.run([sys.executable, script, "asarray"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, f"exit status {out.returncode}: {out.stderr[-3000:]}"
+    assert out.stdout.strip() == str(7 << 20)
+
+
+def test_readonly_tensor_in_numpy_124():
+    b = devmm.Buffer(16)
+    v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
+    a = np.asarray(v)  # the interface carries the flag
+    assert a.ctypes.data == v.data_ptr and not a.flags.writeable
+    with pytest.raises(BufferError, match="read-only.*legacy"):
+        np.from_dlpack(v)  # numpy 1.24 asks for a legacy capsule, which cannot say read-only
+
+
+def test_readonly_tensor_is_refused_to_torch_113():
+    stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
+    b = devmm.Buffer(16, resource=stats)
+    v = devmm.from_buffer_view(b, (4,), "float32", readonly=True)
+    with pytest.raises(BufferError, match="read-only.*legacy"):
+        torch.from_dlpack(v)  # torch 1.13 would write into it
+    b.free()
+    assert stats.current_bytes == 0
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (3, 0, 2)])
+def test_size_zero_through_the_array_interface(shape):
+    t = devmm.empty(shape, "float32")
+    a = np.asarray(t)  # numpy 1.24 took data = (0, False) for a scalar
+    assert a.shape == shape and a.size == 0
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_no_typestr_is_a_clear_error(dtype):
+    t = devmm.empty(2, dtype)
+    for make in (np.asarray, lambda x: np.array([x])):
+        with pytest.raises(TypeError, match=f"dtype {dtype} has no NumPy array-interface type"):
+            make(t)
+
+
+def test_managed_memory_is_a_clear_error():
+    keep = {}
+
+    def alloc(n, a, s):
+        buf = ctypes.create_string_buffer(n + 64)
+        p = (ctypes.addressof(buf) + 63) // 64 * 64
+        keep[p] = buf
+        return p
+
+    # host memory labelled cuda_managed:0: a test double for managed memory (no GPU here)
+    r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p),
+                                     device="cuda_managed:0", name="host-memory-posing-as-managed")
+    t = devmm.empty(4, "float32", resource=r)
+    with pytest.raises(TypeError, match="cuda_managed:0 memory is not host memory"):
+        np.asarray(t)
+
+
+def test_stream_on_the_cpu_raises_runtime_error():
+    with pytest.raises(RuntimeError, match="stream must be None for cpu"):
+        devmm.empty(3).__dlpack__(stream=1)
