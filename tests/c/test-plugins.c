@@ -35,6 +35,7 @@ static char *write_temp(const char *text) {
   return path;
 }
 
+/* A whole (small) file, in a static buffer. */
 static char *slurp_all(const char *path) {
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -45,13 +46,9 @@ static char *slurp_all(const char *path) {
   return buf;
 }
 
+/* The first line of a file. */
 static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  static char buf[2048];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
+  char *buf = slurp_all(path);
   buf[strcspn(buf, "\n")] = '\0';
   return buf;
 }
@@ -442,6 +439,19 @@ START_TEST(plugin_factory_faults) {
   ck_assert_str_eq(d.stack, "faulty.heap");
   cpu_still_works();
   unlink(ok);
+  /* the host's services as a plugin sees them: parse_bool gives exactly 1 or 0 */
+  static const char *const yes[] = {"yes", "TRUE", "on", "1"}, *const no[] = {"no", "off", "0"};
+  devmm_resource *fr;
+  for (size_t i = 0; i < 7; i++) {
+    devmm_option flag = {"flag", i < 4 ? yes[i] : no[i - 4], 0};
+    ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &flag, 1, &fr), DEVMM_OK);
+    ck_assert_str_eq(devmm_resource_name(fr),
+                     i < 4 ? "faulty.heap(flag=1)" : "faulty.heap(flag=0)");
+    devmm_resource_release(fr);
+  }
+  devmm_option maybe = {"flag", "maybe", 0};
+  ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &maybe, 1, &fr), DEVMM_EINVAL);
+  ck_assert_error_contains("bad boolean 'maybe': expected true/false, yes/no, on/off or 1/0");
   /* a factory that fails: the device has no resource, with the reason */
   const char *bad = config_with("factoryfail", "[device cpu]\nresource = factoryfail.heap\n");
   ck_assert_int_eq(devmm_init(bad), DEVMM_OK);

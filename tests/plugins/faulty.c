@@ -15,6 +15,7 @@
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,8 +66,16 @@ create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n
   *out = NULL;
   return DEVMM_OK;
 #else
+  /* option flag = <boolean>, parsed by the host's parse_bool, shows in the name */
+  char name[64] = PLUGIN_NAME ".heap";
+  for (size_t i = 0; i < n; i++) {
+    int b;
+    if (h->parse_bool(o[i].value, &b) != DEVMM_OK)
+      return DEVMM_EINVAL; /* the host's message says why */
+    snprintf(name, sizeof name, PLUGIN_NAME ".heap(flag=%d)", b);
+  }
   devmm_device cpu = {DEVMM_DEVICE_CPU, 0};
-  return h->resource_create(&heap_ops, NULL, cpu, PLUGIN_NAME ".heap",
+  return h->resource_create(&heap_ops, NULL, cpu, name,
                             DEVMM_RESOURCE_THREAD_SAFE | DEVMM_RESOURCE_HOST_ACCESSIBLE, out);
 #endif
 }
@@ -88,6 +97,8 @@ static int device_info(size_t i, devmm_device_info *out) {
   return DEVMM_OK;
 }
 
+__attribute__((unused)) static const char *const options[] = {"flag", NULL};
+
 static const devmm_resource_kind kinds[] = {
 #if FAULT == FAULT_KIND_NAME
     {sizeof(devmm_resource_kind), "aaa.heap", "a kind named after another plugin", DEVMM_DEVICE_CPU,
@@ -95,8 +106,8 @@ static const devmm_resource_kind kinds[] = {
 #elif FAULT == FAULT_KIND_NO_FACTORY
     {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "no factory", DEVMM_DEVICE_CPU, NULL, NULL},
 #else
-    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "malloc for tests", DEVMM_DEVICE_CPU, NULL,
-     create},
+    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "malloc for tests", DEVMM_DEVICE_CPU,
+     options, create},
 #endif
 #if FAULT == FAULT_DUP_KINDS
     {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "the same name again", DEVMM_DEVICE_CPU,
