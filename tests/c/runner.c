@@ -1,4 +1,5 @@
-/* The Check runner: `test-core SUITE` runs one suite (Meson registers one test per suite).
+/* The Check runner: `test-core SUITE` runs one suite (Meson registers one test per suite);
+ * `test-oom oom` is the same runner over the host out-of-memory suite alone.
  * A test may skip (testres_skip): when every test that ran skipped, the runner prints the reasons
  * and exits 77, which Meson reports as SKIP; a run where only some skipped fails. */
 #include <check.h>
@@ -10,11 +11,15 @@
 #include "testres.h"
 
 // clang-format off
+#ifdef DEVMM_TEST_OOM /* test-oom: its own executable, since it replaces malloc */
+#define SUITES(X) X(oom)
+#else
 #define SUITES(X)                                                              \
   X(error) X(dtype) X(layout) X(resource) X(adaptors) X(statistics)          \
   X(limiting) X(tracking) X(logging) X(aligned) X(failure) X(thread_safe)     \
   X(registry) X(buffer) X(stress) X(config) X(plugins) X(faults)             \
-  X(untrusted) X(interchange) X(setuid) X(oom)
+  X(untrusted) X(interchange) X(setuid)
+#endif
 // clang-format on
 
 #define DECLARE(name) Suite *name##_suite(void);

@@ -2,7 +2,7 @@
  * call fails with a message, and leaves nothing behind (no leak, no half-built object, its
  * inputs as they were).
  *
- * This executable's malloc family wraps glibc's own (__libc_*): it counts live blocks and, when
+ * This executable (test-oom, apart from test-core) has a malloc family that wraps glibc's own (__libc_*): it counts live blocks and, when
  * armed, fails the Nth allocation of the calling thread. glibc lets a program replace malloc,
  * and the allocations inside libc (strdup, fopen, realpath...) go through the replacement too.
  * Under a sanitizer, which owns malloc, the wrappers are not built and the suite skips. */
