@@ -2,10 +2,11 @@
  * call fails with a message, and leaves nothing behind (no leak, no half-built object, its
  * inputs as they were).
  *
- * This executable (test-oom, apart from test-core) has a malloc family that wraps glibc's own (__libc_*): it counts live blocks and, when
- * armed, fails the Nth allocation of the calling thread. glibc lets a program replace malloc,
- * and the allocations inside libc (strdup, fopen, realpath...) go through the replacement too.
- * Under a sanitizer, which owns malloc, the wrappers are not built and the suite skips. */
+ * This executable (test-oom, apart from test-core) has a malloc family that wraps glibc's own
+ * (__libc_*): it counts live blocks and, when armed, fails the Nth allocation of the calling
+ * thread. glibc lets a program replace malloc, and the allocations inside libc (strdup, fopen,
+ * realpath...) go through the replacement too. Under a sanitizer, which owns malloc, the wrappers
+ * are not built and the suite skips. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

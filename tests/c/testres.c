@@ -145,7 +145,10 @@ void testres_skip(const char *fmt, ...) {
   fflush(stdout);
   const char *file = getenv("DEVMM_TEST_SKIPS");
   FILE *f = file ? fopen(file, "a") : NULL;
-  ck_assert_msg(f != NULL, "cannot record the skip (%s): run through test-core", reason);
+  if (!f) {
+    ck_abort_msg("cannot record the skip (%s): run through test-core", reason);
+    return;
+  }
   fprintf(f, "%s\n", reason);
   fclose(f);
 }
