@@ -66,7 +66,7 @@ tsan: deps
 	  -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython_tests=disabled
 	$(NINJA) -C $(TSAN_BUILD)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
-	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry
+	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry aligned
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
 valgrind: build

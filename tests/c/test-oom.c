@@ -204,6 +204,15 @@ START_TEST(oom_creating_resources) {
       devmm_callback_resource_create(cb_alloc, cb_free, NULL, NULL, CPU, "cb", 0, NULL), 0);
   ck_assert_msg(live_blocks() == before, "refused creations leaked %ld blocks",
                 live_blocks() - before);
+  /* and when their first allocation fails too: no crash on the missing out pointer */
+#define FIRST_FAILS(call) (arm(1), rc = (call), disarm() ? rc : 0)
+  int rc;
+  ck_assert_int_lt(FIRST_FAILS(devmm_statistics_adaptor_create(up, NULL)), 0);
+  ck_assert_int_lt(FIRST_FAILS(devmm_limiting_adaptor_create(up, 1, NULL)), 0);
+  ck_assert_int_lt(FIRST_FAILS(devmm_tracking_adaptor_create(up, 0, NULL)), 0);
+  ck_assert_int_lt(FIRST_FAILS(devmm_aligned_adaptor_create(up, 64, 0, NULL)), 0);
+  ck_assert_int_lt(FIRST_FAILS(devmm_failure_callback_adaptor_create(up, refuse, NULL, NULL)), 0);
+  ck_assert_int_lt(FIRST_FAILS(devmm_thread_safe_adaptor_create(up, NULL)), 0);
   ck_assert_int_eq(devmm_resource_refcount(up), 1);
   unlink(log);
   devmm_resource_release(up);
