@@ -214,8 +214,10 @@ static int on_key(void *user, const char *section, const char *key, const char *
     } else if (strcmp(key, "plugin_path") == 0) {
       char **raw = NULL;
       size_t n = 0;
-      if (split_list(value, &raw, &n))
+      if (split_list(value, &raw, &n)) {
+        free_list(raw, n); /* what was split before memory ran out */
         return cfg_fail(c, c->line, "out of memory");
+      }
       for (size_t i = 0; i < n; i++) { /* colons separate entries too */
         char *save = NULL;
         for (char *t = strtok_r(raw[i], ":", &save); t; t = strtok_r(NULL, ":", &save)) {
@@ -227,12 +229,12 @@ static int on_key(void *user, const char *section, const char *key, const char *
           else
             continue;
           char **g = realloc(c->paths, (c->npaths + 1) * sizeof *g);
+          if (g) /* the grown array is the list now, whatever follows */
+            c->paths = g;
           if (!g || !(g[c->npaths] = devmm__strdup(full))) {
-            free(g);
             free_list(raw, n);
             return cfg_fail(c, c->line, "out of memory");
           }
-          c->paths = g;
           c->npaths++;
         }
       }

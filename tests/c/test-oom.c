@@ -336,6 +336,7 @@ START_TEST(oom_init) {
   char path[TESTRES_PATH_MAX];
   int fd = testres_mkstemp(path, sizeof path, "oom-ini");
   const char *ini = "[devmm]\nplugins = cpu\nlog_level = error\n"
+                    "plugin_path = /nonexistent-devmm-a, relative-b:/nonexistent-devmm-c\n"
                     "[device cpu]\nresource = cpu.mmap\nhuge_pages = transparent\n"
                     "adaptors = statistics, limiting, tracking\nlimit = 1GiB\n";
   ck_assert_int_eq(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
