@@ -267,6 +267,8 @@ START_TEST(null_arguments_everywhere) {
   REFUSED("tensor_copy", "devmm_tensor_copy: tensor is NULL", devmm_tensor_copy(NULL, r, &t));
   REFUSED("to_dlpack_versioned", "devmm_tensor_to_dlpack_versioned: out is NULL",
           devmm_tensor_to_dlpack_versioned(NULL, 0, NULL));
+  REFUSED("to_dlpack out", "devmm_tensor_to_dlpack: out is NULL",
+          devmm_tensor_to_dlpack((devmm_tensor *)1, NULL));
   REFUSED("to_dlpack", "devmm_tensor_to_dlpack: tensor is NULL",
           devmm_tensor_to_dlpack(NULL, (devmm_dlmanaged **)&p));
   REFUSED("plugin_get", "devmm_plugin_get: out is NULL", devmm_plugin_get(0, NULL));
@@ -277,7 +279,7 @@ START_TEST(null_arguments_everywhere) {
           devmm_resource_create_kind("cpu.malloc", 0, NULL, 1, &out));
   REFUSED("info_json", "devmm_info_json: out is NULL", devmm_info_json(NULL));
   REFUSED("parse_size", "devmm_parse_size: text is NULL", devmm_parse_size(NULL, 0, &z));
-  ck_assert_int_eq(checked, 57);
+  ck_assert_int_eq(checked, 58);
   /* release/destroy/free functions accept NULL */
   devmm_resource_release(NULL);
   devmm_buffer_release(NULL);

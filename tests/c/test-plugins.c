@@ -53,6 +53,9 @@ static char *slurp(const char *path) {
   return buf;
 }
 
+static devmm_plugin_status plugin_named(const char *name);
+static void cpu_still_works(void);
+
 /* ================================================================ config */
 
 /* Each tests/config/X.ini fails devmm_init with exactly the message in X.err (@DIR@ = dir). */
@@ -258,6 +261,66 @@ START_TEST(config_adaptor_failure_is_the_devices) {
 }
 END_TEST
 
+/* Relative plugin_path entries are relative to the configuration file's directory; a relative
+ * XDG_CONFIG_HOME is ignored (the XDG rule); every adaptor can be configured, in order; sections
+ * for different devices of the same id are not duplicates. */
+START_TEST(config_paths_devices_and_every_adaptor) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], sub[TESTRES_PATH_MAX + 16], so[TESTRES_PATH_MAX + 40];
+  char ini[TESTRES_PATH_MAX + 16], src[1024];
+  testres_mkdtemp(dir, sizeof dir, "rel");
+  ck_assert_int_eq(chmod(dir, 0755), 0);
+  snprintf(sub, sizeof sub, "%s/plug", dir);
+  ck_assert_int_eq(mkdir(sub, 0755), 0);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", sub);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, so, 0755);
+  snprintf(ini, sizeof ini, "%s/devmm.ini", dir);
+  FILE *f = fopen(ini, "w");
+  fputs("[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n"
+        "[device cuda:0]\nadaptors = statistics\n"
+        "[device cpu]\nresource = cpu.malloc\n"
+        "adaptors = statistics, limiting, tracking, logging, aligned, thread_safe\n"
+        "limit = 1GiB\nlog_file = /dev/null\nalignment = 128\n",
+        f);
+  fclose(f);
+  ck_assert_msg(devmm_init(ini) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(plugin_named("faulty").loaded, 1); /* found in <config dir>/plug */
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack,
+                   "thread_safe(aligned(logging(tracking(limiting(statistics(cpu.malloc))))))");
+  cpu_still_works();
+  /* a relative XDG_CONFIG_HOME is not looked at, even when it names a real file */
+  char xdgfile[TESTRES_PATH_MAX + 32];
+  snprintf(xdgfile, sizeof xdgfile, "%s/devmm/devmm.ini", dir);
+  snprintf(sub, sizeof sub, "%s/devmm", dir);
+  ck_assert_int_eq(mkdir(sub, 0755), 0);
+  testres_copy_file(ini, xdgfile, 0644);
+  ck_assert_int_eq(chdir(dir), 0);
+  setenv("XDG_CONFIG_HOME", ".", 1);
+  setenv("HOME", "/nonexistent-devmm-home", 1);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), "built-in default");
+  char cmd[TESTRES_PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* A plugin given by an absolute path that does not exist: its name and the reason. */
+START_TEST(plugin_missing_absolute_path) {
+  isolate();
+  const char *cfg = write_temp("[devmm]\nplugins = cpu, /nonexistent-devmm-dir/devmm-x.so\n");
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st;
+  ck_assert_int_eq(devmm_plugin_get(1, &st), DEVMM_OK);
+  ck_assert_int_eq(st.loaded, 0);
+  ck_assert_str_eq(st.error, "plugin file '/nonexistent-devmm-dir/devmm-x.so' does not exist");
+  unlink(cfg);
+}
+END_TEST
+
 START_TEST(config_lazy_init_on_first_use) {
   isolate();
   ck_assert_int_eq(devmm_is_initialized(), 0);
@@ -340,6 +403,7 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_stack_and_limit_percent);
   tcase_add_test(tc, config_logs_what_went_wrong);
   tcase_add_test(tc, config_adaptor_failure_is_the_devices);
+  tcase_add_test(tc, config_paths_devices_and_every_adaptor);
   tcase_add_test(tc, config_lazy_init_on_first_use);
   tcase_add_test(tc, parse_sizes);
   suite_add_tcase(s, tc);
@@ -642,6 +706,7 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_factory_faults);
   tcase_add_test(tc, plugin_writable_by_others_refused);
   tcase_add_test(tc, plugin_absolute_path_allowed);
+  tcase_add_test(tc, plugin_missing_absolute_path);
   tcase_add_test(tc, cpu_kinds);
   tcase_add_test(tc, cpu_device_info);
   suite_add_tcase(s, tc);

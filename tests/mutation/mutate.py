@@ -215,6 +215,8 @@ class Mutant:
         mutated = open(src).read().splitlines()
         sm = difflib.SequenceMatcher(a=original, b=mutated, autojunk=False)
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            if tag == "insert" and i1 > 0:  # name an insertion by the line it follows
+                i1, j1 = i1 - 1, j1 - 1
             if tag != "equal":
                 self.line = i1 + 1
                 self.was = " \\n ".join(x.strip() for x in original[i1:i2])
