@@ -594,3 +594,15 @@ def test_shapes_of_integer_like_entries():
         devmm.empty((np.uint64(2**63),), "int8")
     with pytest.raises(TypeError, match="shape entries must be ints"):
         devmm.empty((np.float32(2),), "int8")
+
+
+def test_zero_bytes_and_log_buffering(tmp_path):
+    r = MallocMemoryResource()
+    assert r.allocate(0) == 0  # no memory: the NULL address
+    r.deallocate(0, 0)
+    path = tmp_path / "log.csv"
+    lg = devmm.LoggingAdaptor(MallocMemoryResource(), str(path))  # flush=False: buffered
+    lg.deallocate(lg.allocate(8), 8)
+    assert path.read_text() == ""
+    lg.flush()
+    assert path.read_text().count("\n") == 3  # header, allocate, free
