@@ -321,6 +321,36 @@ START_TEST(plugin_missing_absolute_path) {
 }
 END_TEST
 
+/* A relative log_file (even one starting with a character that sorts before '-') is a file, not
+ * stderr; lazy initialisation that fails says why on first use. */
+START_TEST(config_log_file_and_lazy_failure) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], log[TESTRES_PATH_MAX + 32];
+  testres_mkdtemp(dir, sizeof dir, "logdir");
+  ck_assert_int_eq(chdir(dir), 0);
+  const char *cfg = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = logging\n"
+                               "log_file = +log.csv\nlog_flush = yes\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  cpu_still_works();
+  snprintf(log, sizeof log, "%s/+log.csv", dir);
+  ck_assert_msg(strncmp(slurp_all(log), "Thread,Time,Action,Pointer,Size,Stream\n", 39) == 0, "%s",
+                slurp_all(log));
+  unlink(log);
+  unlink(cfg);
+  rmdir(dir);
+  /* nothing initialised yet, and the configuration is bad */
+  isolate();
+  const char *bad = write_temp("[device cpu]\nresource = cpu.malloc\nspeed = fast\n");
+  setenv("DEVMM_CONFIG", bad, 1);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("no current resource for device cpu: devmm could not initialise: ");
+  ck_assert_error_contains(":3: unknown key 'speed'");
+  unsetenv("DEVMM_CONFIG");
+  unlink(bad);
+}
+END_TEST
+
 START_TEST(config_lazy_init_on_first_use) {
   isolate();
   ck_assert_int_eq(devmm_is_initialized(), 0);
@@ -404,6 +434,7 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_logs_what_went_wrong);
   tcase_add_test(tc, config_adaptor_failure_is_the_devices);
   tcase_add_test(tc, config_paths_devices_and_every_adaptor);
+  tcase_add_test(tc, config_log_file_and_lazy_failure);
   tcase_add_test(tc, config_lazy_init_on_first_use);
   tcase_add_test(tc, parse_sizes);
   suite_add_tcase(s, tc);
@@ -501,6 +532,13 @@ START_TEST(plugin_factory_faults) {
   devmm_device_status d;
   devmm_device_get(0, &d);
   ck_assert_str_eq(d.stack, "faulty.heap");
+  /* both plugins enumerate cpu:0: it is one device, the first plugin's */
+  ck_assert_uint_eq(devmm_device_count(), 1);
+  ck_assert_str_eq(d.plugin, "cpu");
+  /* kinds are numbered across the plugins, in their order */
+  ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
+  ck_assert_str_eq(devmm_kind_name(3), "faulty.heap");
+  ck_assert_ptr_null(devmm_kind_name(4));
   cpu_still_works();
   unlink(ok);
   /* the host's services as a plugin sees them: parse_bool gives exactly 1 or 0 */

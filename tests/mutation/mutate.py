@@ -74,8 +74,9 @@ def read_targets(path: str) -> list[Target]:
     return out
 
 
-def read_equivalent(path: str) -> dict[tuple[str, str, str], str]:
-    """tests/mutation/equivalent.txt: blocks of `file:`, `was:`, `now:`, `why:` lines."""
+def read_equivalent(path: str) -> dict[tuple[str, str, str], list]:
+    """tests/mutation/equivalent.txt: blocks of `file:`, `was:`, `now:`, `why:` lines, and
+    `after:` (the line before the change) where the changed line occurs more than once."""
     out, cur = {}, {}
 
     def flush():
@@ -83,7 +84,7 @@ def read_equivalent(path: str) -> dict[tuple[str, str, str], str]:
             missing = {"file", "was", "now", "why"} - cur.keys()
             if missing:
                 sys.exit(f"{path}: an entry lacks {', '.join(sorted(missing))}: {cur}")
-            out[(cur["file"], cur["was"], cur["now"])] = cur["why"]
+            out.setdefault((cur["file"], cur["was"], cur["now"]), []).append(cur.get("after"))
             cur.clear()
 
     with open(path) as f:
@@ -94,7 +95,7 @@ def read_equivalent(path: str) -> dict[tuple[str, str, str], str]:
                 flush()
                 continue
             key, _, value = line.partition(":")
-            if key not in ("file", "was", "now", "why"):
+            if key not in ("file", "was", "now", "why", "after"):
                 sys.exit(f"{path}: unexpected line {line!r}")
             cur[key] = value.strip()
     flush()
@@ -209,6 +210,7 @@ class Mutant:
     line: int = 0  # first changed line (1-based)
     was: str = ""  # the original line(s), stripped, joined with " \\n "
     now: str = ""  # the mutated line(s)
+    after: str = ""  # the line before the change, stripped
 
     def apply(self, src: str, original: list[str]) -> None:
         self.make()
@@ -219,6 +221,7 @@ class Mutant:
                 i1, j1 = i1 - 1, j1 - 1
             if tag != "equal":
                 self.line = i1 + 1
+                self.after = original[i1 - 1].strip() if i1 > 0 else ""
                 self.was = " \\n ".join(x.strip() for x in original[i1:i2])
                 self.now = " \\n ".join(x.strip() for x in mutated[j1:j2])
                 return
@@ -337,7 +340,8 @@ def measure(t: Target, suite: Suite, equivalent: dict, sample: int, seed: int,
                 with open(src, "wb") as f:
                     f.write(pristine)
                 mu.apply(src, original)
-                if (t.path, mu.was, mu.now) in equivalent:
+                afters = equivalent.get((t.path, mu.was, mu.now), [])
+                if None in afters or mu.after in afters:
                     res.reviewed += 1
                     continue
                 if is_c:

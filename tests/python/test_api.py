@@ -587,13 +587,14 @@ def test_library_that_cannot_be_loaded_says_what_was_tried(tmp_path):
     assert f"tried {missing}: {missing}: cannot open shared object file" in r.stderr
 
 
-def test_shapes_of_integer_like_entries():
-    t = devmm.empty((np.int64(2), np.int32(3), np.uint8(1)), "int8")
+@pytest.mark.parametrize("seq", [tuple, list])
+def test_shapes_of_integer_like_entries(seq):
+    t = devmm.empty(seq([np.int64(2), np.int32(3), np.uint8(1)]), "int8")
     assert t.shape == (2, 3, 1) and t.strides == (3, 1, 1)
     with pytest.raises(ValueError, match="does not fit in int64"):
-        devmm.empty((np.uint64(2**63),), "int8")
+        devmm.empty(seq([np.uint64(2**63)]), "int8")
     with pytest.raises(TypeError, match="shape entries must be ints"):
-        devmm.empty((np.float32(2),), "int8")
+        devmm.empty(seq([np.float32(2)]), "int8")
 
 
 def test_zero_bytes_and_log_buffering(tmp_path):
