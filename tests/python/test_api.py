@@ -500,6 +500,8 @@ def test_callback_resource_host_access_follows_its_device(device, host):
     # memory the CPU can reach is zeroed by the CPU; device memory needs the device's memset
     keep, alloc, free = _host_buffers()
     r = devmm.CallbackMemoryResource(alloc, free, device=device, name="cb")
+    # its flags say host-accessible (2) or nothing: a Python resource is not thread-safe (1)
+    assert devmm._lib.resource_flags(r.handle) == (2 if host else 0)
     if host:
         t = devmm.zeros((4,), "int32", resource=r, device=device)
         assert bytes((ctypes.c_char * 16).from_address(t.data_ptr)) == bytes(16)
