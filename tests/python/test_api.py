@@ -514,10 +514,17 @@ def test_callback_resource_host_access_follows_its_device(device, host):
 
 def test_callback_resource_sees_the_callers_alignment_and_stream():
     keep, alloc, free = _host_buffers()
-    r = devmm.CallbackMemoryResource(alloc, free, name="cb")
+    freed = []
+
+    def recording_free(p, n, a, s):
+        freed.append((n, a, s))
+        free(p, n, a, s)
+
+    r = devmm.CallbackMemoryResource(alloc, recording_free, name="cb")
     p = r.allocate(32)
     assert keep[p][1:] == (0, None)  # the default alignment is the resource's own: 0
     r.deallocate(p, 32)
+    assert freed == [(32, 0, None)]
     p = r.allocate(32, alignment=16)
     assert keep[p][1] == 16
     r.deallocate(p, 32, alignment=16)
@@ -597,6 +604,9 @@ def test_shapes_of_integer_like_entries(seq):
         devmm.empty(seq([np.uint64(2**63)]), "int8")
     with pytest.raises(TypeError, match="shape entries must be ints"):
         devmm.empty(seq([np.float32(2)]), "int8")
+    # -2**63: out of int64's symmetric range for a list, negative for C when given a tuple
+    with pytest.raises(ValueError, match="does not fit in int64" if seq is list else "negative"):
+        devmm.empty(seq([np.int64(-2**63)]), "int8")
 
 
 def test_zero_bytes_and_log_buffering(tmp_path):
@@ -609,3 +619,10 @@ def test_zero_bytes_and_log_buffering(tmp_path):
     assert path.read_text() == ""
     lg.flush()
     assert path.read_text().count("\n") == 3  # header, allocate, free
+
+
+def test_a_limit_of_zero():
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 0)
+    assert lim.limit == 0
+    with pytest.raises(devmm.OutOfMemoryError, match="limit of 0 bytes"):
+        lim.allocate(1)
