@@ -626,3 +626,16 @@ def test_a_limit_of_zero():
     assert lim.limit == 0
     with pytest.raises(devmm.OutOfMemoryError, match="limit of 0 bytes"):
         lim.allocate(1)
+
+
+def test_unhashable_dtype_like_and_negative_base_alignment():
+    class Unhashable:  # defines __eq__ without __hash__: cannot be a dict key
+        def __eq__(self, other):
+            return False
+
+        def __str__(self):
+            return "uint16"
+
+    assert devmm.empty(3, Unhashable()).dtype == "uint16"
+    with pytest.raises(ValueError, match="alignments must be positive powers of two"):
+        devmm.Aligned(devmm.RowMajor(), 64, -1)
