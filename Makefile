@@ -1,11 +1,12 @@
-# devmm — a thin wrapper over Meson. `make test` works on a fresh Debian 12 with nothing done
-# before it: every target first installs what is missing (make deps).
+# devmm — a thin wrapper over Meson. `make run` and `make test` work on a fresh Debian 12 with
+# nothing done before them: every target first installs what it is missing — `make run` only the
+# build's dependencies (make deps-build), the test targets everything (make deps).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_config fuzz_parse fuzz_layout
+FUZZ_TARGETS = fuzz_config fuzz_parse fuzz_layout fuzz_log
 # fixed: tests/mutation/mutate.py works there
 MUTATE_BUILD = build-mutate
 MUTATE_SAMPLE ?= 20
@@ -16,28 +17,38 @@ NINJA ?= ninja
 C_SOURCES = $(shell git ls-files '*.c' '*.h' '*.cpp' '*.hpp' 2>/dev/null)
 PY_SOURCES = $(shell git ls-files '*.py' 2>/dev/null)
 
-.PHONY: all deps build test lint fmt verify bench run asan tsan valgrind python-asan fuzz mutate \
-  mutate-ci clean
+.PHONY: all deps deps-build build test-build test lint fmt verify bench run asan tsan valgrind python-asan fuzz \
+  wheel wheel-smoke mutate mutate-ci clean
 
 all: build
 
 deps:
-	@./tools/deps.sh
+	@./tools/deps.sh test
 
-$(BUILD)/build.ninja: | deps
+deps-build:
+	@./tools/deps.sh build
+
+# Optional parts whose dependency is missing (tests without Check, Python tests without .venv,
+# the RMM bridge) configure as off, saying why in the summary; `make test` asks for all of them.
+$(BUILD)/build.ninja: | deps-build
 	$(MESON) setup $(BUILD)
 
-build: deps $(BUILD)/build.ninja
+build: deps-build $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
-test: build
+# the build with every test suite (a missing test dependency is an error here)
+test-build: deps $(BUILD)/build.ninja
+	$(MESON) configure $(BUILD) -Dtests=enabled -Dpython_tests=enabled
+	$(NINJA) -C $(BUILD)
+
+test: test-build
 	$(MESON) test -C $(BUILD) --print-errorlogs
 
 # The main job: build devmm and show what it sees, with a round trip on every device.
 run: build
 	$(MESON) devenv -C $(BUILD) devmm-info --check --config $(CURDIR)/$(BUILD)/conf/devmm.ini
 
-bench: build
+bench: test-build
 	$(MESON) test -C $(BUILD) --benchmark --verbose
 
 lint: deps
@@ -66,10 +77,11 @@ tsan: deps
 	  -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized -Dpython_tests=disabled
 	$(NINJA) -C $(TSAN_BUILD)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
-	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry aligned
+	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry \
+	  aligned sim_runtime sim_gpu sim_core
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
-valgrind: build
+valgrind: test-build
 	VALGRIND="valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
 	  --suppressions=$(CURDIR)/tests/valgrind.supp" ./tests/run-valgrind.sh $(BUILD)
 
@@ -80,7 +92,7 @@ python-asan: asan
 # Each libFuzzer target for FUZZ_SECONDS from the seed corpus in tests/fuzz/corpus.
 fuzz: deps
 	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang $(MESON) setup $(FUZZ_BUILD) -Dfuzz=true \
-	  -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false -Dcuda=disabled -Drocm=disabled
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dtests=disabled -Dcuda=disabled -Drocm=disabled
 	$(NINJA) -C $(FUZZ_BUILD)
 	./tests/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
@@ -99,5 +111,24 @@ mutate-ci: deps
 
 verify: lint test asan tsan valgrind python-asan fuzz mutate-ci
 
+# A portable wheel in dist/ from the *committed* tree (the sdist is `meson dist`, a git archive):
+# the sdist, a wheel built from it (pip's path: meson-python), retagged
+# py3-none (ctypes only: no CPython ABI) and repaired by auditwheel (libltdl and libinih vendored,
+# the manylinux tag Debian 12's glibc allows: manylinux_2_34). Tools: .venv-wheel (make deps).
+WHEEL_VENV = .venv-wheel
+wheel:
+	@./tools/deps.sh wheel
+	rm -rf dist
+	$(WHEEL_VENV)/bin/python -m build --outdir dist/raw .
+	$(WHEEL_VENV)/bin/python -m wheel tags --remove --python-tag py3 --abi-tag none dist/raw/*.whl
+	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_VENV)/bin/auditwheel repair -w dist dist/raw/*.whl
+	mv dist/raw/*.tar.gz dist/
+	rm -rf dist/raw
+	@ls -l dist
+
+# The wheel on a brand-new Debian 12 with only python3 + python3-venv (root; see the script).
+wheel-smoke: wheel
+	./tools/wheel-smoke.sh dist
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(MUTATE_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(MUTATE_BUILD) dist

@@ -89,3 +89,12 @@ int devmm_limiting_get(devmm_resource *r, size_t *allocated, size_t *limit) {
     *limit = l->limit;
   return DEVMM_OK;
 }
+
+int devmm__limiting_peek(devmm_resource *r, size_t *allocated, size_t *limit) {
+  if (!r || r->kind != &limiting_ops)
+    return DEVMM_EINVAL;
+  limiting *l = r->ctx;
+  *allocated = atomic_load(&l->allocated);
+  *limit = l->limit;
+  return DEVMM_OK;
+}

@@ -318,3 +318,24 @@ int devmm_statistics_reset_peak(devmm_resource *r) {
   pthread_mutex_unlock(&s->lock);
   return DEVMM_OK;
 }
+
+int devmm__statistics_peek(devmm_resource *r, devmm_statistics *o) {
+  if (!r || (r->kind != &exact_ops && r->kind != &sharded_ops))
+    return DEVMM_EINVAL;
+  stats *s = r->ctx;
+  pthread_mutex_lock(&s->lock);
+  totals(s, &o->current_bytes, &o->current_count, &o->total_bytes, &o->total_count);
+  raise_max(&s->peak_bytes, o->current_bytes);
+  raise_max(&s->peak_count, o->current_count);
+  /* the whole life's peak: the innermost scope's, or an enclosing scope's from before its push */
+  o->peak_bytes = LOAD(s->peak_bytes);
+  o->peak_count = LOAD(s->peak_count);
+  for (int i = 1; i <= s->depth; i++) {
+    if (s->stack[i].peak_bytes > o->peak_bytes)
+      o->peak_bytes = s->stack[i].peak_bytes;
+    if (s->stack[i].peak_count > o->peak_count)
+      o->peak_count = s->stack[i].peak_count;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return DEVMM_OK;
+}

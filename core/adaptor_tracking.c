@@ -2,11 +2,14 @@
  * allocation finds it, and an outstanding-allocations report.
  *
  * Nodes come from 4 KiB slabs with a free list, 48 bytes each and no per-node malloc header:
- * that is the whole per-allocation metadata unless backtraces are on (then + the frames). One
- * mutex guards the tree; lookups are O(log n) expected. */
+ * that is the whole per-allocation metadata unless options are on (backtraces, history, a
+ * context hook: then an 80-byte node with thread, time, tag and the frames). One mutex guards
+ * the tree and the history ring; lookups are O(log n) expected. */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +27,16 @@ typedef struct node {
 
 typedef struct frames {
   int n;
-  uint32_t tid;
   void *pc[DEVMM_TRACKING_MAX_FRAMES];
 } frames;
 
-/* Per-node extras live beside the node only when backtraces are on. */
+/* Per-node extras live beside the node only when an option is on. */
 typedef struct {
   node n;
   frames *bt;
-} node_bt;
+  uint64_t tag, t_ns;
+  uint32_t tid;
+} node_ext;
 
 #define SLAB_BYTES 4096
 
@@ -44,7 +48,11 @@ typedef struct {
   size_t node_size;
   size_t count, bytes;
   uint32_t seed;
-  int backtraces;
+  int backtraces, ext;
+  devmm_tracking_options opt;
+  devmm_tracking_event *ring; /* history: cap events, the oldest at head */
+  size_t ring_cap, ring_head, ring_n;
+  uint64_t dropped;
 } tracking;
 
 /* ------------------------------------------------------------------ treap */
@@ -118,10 +126,79 @@ static node *node_get(tracking *tr) {
 }
 
 static void node_put(tracking *tr, node *n) {
-  if (tr->backtraces)
-    free(((node_bt *)n)->bt);
+  if (tr->ext)
+    free(((node_ext *)n)->bt);
   *(void **)n = tr->free_list;
   tr->free_list = n;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+/* ------------------------------------------------------------------ devmm's own frames */
+
+static uintptr_t self_lo, self_hi; /* libdevmm's executable segment */
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *base) {
+  (void)size;
+  if ((void *)info->dlpi_addr != base)
+    return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+      self_lo = info->dlpi_addr + ph->p_vaddr;
+      self_hi = self_lo + ph->p_memsz;
+    }
+  }
+  return 1;
+}
+
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+static void init_self(void) {
+  Dl_info di;
+  if (dladdr((void *)&devmm_tracking_adaptor_create_ex, &di) && di.dli_fbase)
+    dl_iterate_phdr(find_self, di.dli_fbase);
+}
+
+/* A backtrace without its leading frames inside libdevmm: frame 0 is the caller of devmm. */
+static frames *capture_frames(void) {
+  void *raw[DEVMM_TRACKING_MAX_FRAMES + 8];
+  frames *bt = malloc(sizeof *bt);
+  if (!bt)
+    return NULL;
+  int n = backtrace(raw, DEVMM_TRACKING_MAX_FRAMES + 8), skip = 0;
+  pthread_once(&self_once, init_self);
+#define IN_SELF(pc) ((uintptr_t)(pc) >= self_lo && (uintptr_t)(pc) < self_hi)
+  while (skip < n && !IN_SELF(raw[skip])) /* a sanitizer's backtrace interceptor */
+    skip++;
+  if (skip == n)
+    skip = 0;
+  while (skip < n - 1 && IN_SELF(raw[skip]))
+    skip++;
+#undef IN_SELF
+  bt->n = n - skip < DEVMM_TRACKING_MAX_FRAMES ? n - skip : DEVMM_TRACKING_MAX_FRAMES;
+  memcpy(bt->pc, raw + skip, sizeof(void *) * (size_t)bt->n);
+  return bt;
+}
+
+/* ------------------------------------------------------------------ history */
+
+static void record(tracking *tr, uint32_t action, const node *n, uint64_t t_ns, uint64_t tid) {
+  devmm_tracking_event *e;
+  if (tr->ring_n < tr->ring_cap) {
+    e = &tr->ring[(tr->ring_head + tr->ring_n++) % tr->ring_cap];
+  } else {
+    e = &tr->ring[tr->ring_head];
+    tr->ring_head = (tr->ring_head + 1) % tr->ring_cap;
+    tr->dropped++;
+  }
+  e->time_ns = t_ns;
+  e->ptr = (void *)n->ptr;
+  e->bytes = n->bytes;
+  e->stream = n->stream;
+  e->thread_id = tid;
+  e->tag = ((const node_ext *)n)->tag;
+  e->action = action;
+  e->reserved_ = 0;
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -129,19 +206,18 @@ static void node_put(tracking *tr, node *n) {
 static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
                        void **out) {
   tracking *tr = self->ctx;
-  frames *bt = NULL;
-  if (tr->backtraces) {
-    bt = malloc(sizeof *bt);
-    if (bt) {
-      bt->n = backtrace(bt->pc, DEVMM_TRACKING_MAX_FRAMES);
-      bt->tid = (uint32_t)devmm__thread_id();
-    }
-  }
+  frames *bt = tr->backtraces ? capture_frames() : NULL;
   devmm_resource *up = self->upstream;
   int rc = up->ops.allocate(up, bytes, align, stream, out);
   if (DEVMM__UNLIKELY(rc)) {
     free(bt);
     return rc;
+  }
+  uint64_t tag = 0, t_ns = 0;
+  if (tr->ext) {
+    if (tr->opt.context_capture && devmm__callbacks_enabled())
+      tag = tr->opt.context_capture(tr->opt.context_user, bytes);
+    t_ns = devmm__now_ns();
   }
   pthread_mutex_lock(&tr->lock);
   node *n = node_get(tr);
@@ -162,8 +238,15 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
   tr->seed = tr->seed * 1664525u + 1013904223u; /* LCG: priorities need not be strong */
   n->prio = tr->seed;
   n->l = n->r = NULL;
-  if (tr->backtraces)
-    ((node_bt *)n)->bt = bt;
+  if (tr->ext) {
+    node_ext *x = (node_ext *)n;
+    x->bt = bt;
+    x->tag = tag;
+    x->t_ns = t_ns;
+    x->tid = (uint32_t)devmm__thread_id();
+    if (tr->ring_cap)
+      record(tr, DEVMM_LOG_ALLOCATE, n, t_ns, x->tid);
+  }
   node *a, *b;
   split(tr->root, n->ptr, &a, &b);
   tr->root = merge(merge(a, n), b);
@@ -176,6 +259,7 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
 static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
                          devmm_stream stream) {
   tracking *tr = self->ctx;
+  uint64_t t_ns = tr->ring_cap ? devmm__now_ns() : 0;
   pthread_mutex_lock(&tr->lock);
   node *n = erase(&tr->root, (uintptr_t)ptr);
   if (DEVMM__UNLIKELY(!n)) {
@@ -197,6 +281,8 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
                            "bytes but freed with %zu; not freed",
                            self->name, ptr, was, bytes);
   }
+  if (tr->ring_cap)
+    record(tr, DEVMM_LOG_FREE, n, t_ns, devmm__thread_id());
   tr->count--;
   tr->bytes -= n->bytes;
   node_put(tr, n);
@@ -208,14 +294,17 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
 static void free_frames(node *t) {
   for (; t; t = t->r) {
     free_frames(t->l);
-    free(((node_bt *)t)->bt);
+    free(((node_ext *)t)->bt);
   }
 }
 
 static void tr_destroy(devmm_resource *self) {
   tracking *tr = self->ctx;
-  if (tr->backtraces)
+  if (tr->ext)
     free_frames(tr->root); /* allocations never freed */
+  if (tr->opt.context_release && devmm__callbacks_enabled())
+    tr->opt.context_release(tr->opt.context_user);
+  free(tr->ring);
   while (tr->slabs) {
     void *next = *(void **)tr->slabs;
     free(tr->slabs);
@@ -237,17 +326,43 @@ static const devmm_resource_ops tracking_ops = {
     tr_destroy,
 };
 
-int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtraces,
-                                  devmm_resource **out) {
+int devmm_tracking_adaptor_create_ex(devmm_resource *upstream, const devmm_tracking_options *o,
+                                     devmm_resource **out) {
+  devmm_tracking_options opt = {0};
+  if (out)
+    *out = NULL;
+  if (o) {
+    if (o->struct_size < offsetof(devmm_tracking_options, context_capture) ||
+        o->struct_size > sizeof opt * 4)
+      return devmm_set_error(DEVMM_EINVAL,
+                             "tracking adaptor: options.struct_size %zu is not a "
+                             "devmm_tracking_options size (expected %zu)",
+                             o->struct_size, sizeof opt);
+    memcpy(&opt, o, o->struct_size < sizeof opt ? o->struct_size : sizeof opt);
+    if (opt.history > ((size_t)1 << 32))
+      return devmm_set_error(DEVMM_EINVAL,
+                             "tracking adaptor: history of %zu events: at most 2^32 "
+                             "(%zu bytes each)",
+                             opt.history, sizeof(devmm_tracking_event));
+    if (!opt.context_capture && (opt.context_describe || opt.context_release))
+      return devmm_set_error(DEVMM_EINVAL, "tracking adaptor: a context describe or release "
+                                           "hook without a capture hook");
+  }
   tracking *tr = calloc(1, sizeof *tr);
-  if (!tr) {
-    if (out)
-      *out = NULL;
-    return devmm_set_error(DEVMM_ENOMEM, "tracking adaptor: out of host memory");
+  devmm_tracking_event *ring = opt.history ? calloc(opt.history, sizeof *ring) : NULL;
+  if (!tr || (opt.history && !ring)) {
+    free(tr);
+    free(ring);
+    return devmm_set_error(
+        DEVMM_ENOMEM, "tracking adaptor: out of host memory (history of %zu events)", opt.history);
   }
   pthread_mutex_init(&tr->lock, NULL);
-  tr->backtraces = capture_backtraces != 0;
-  tr->node_size = tr->backtraces ? sizeof(node_bt) : sizeof(node);
+  tr->opt = opt;
+  tr->ring = ring;
+  tr->ring_cap = opt.history;
+  tr->backtraces = opt.backtraces != 0;
+  tr->ext = tr->backtraces || opt.history || opt.context_capture;
+  tr->node_size = tr->ext ? sizeof(node_ext) : sizeof(node);
   tr->seed = 0x9e3779b9u;
   if (tr->backtraces) {
     void *warm[1];
@@ -256,9 +371,16 @@ int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtrac
   int rc = devmm__adaptor_create(&tracking_ops, tr, upstream, "tracking", out);
   if (rc) {
     pthread_mutex_destroy(&tr->lock);
+    free(ring);
     free(tr);
   }
   return rc;
+}
+
+int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtraces,
+                                  devmm_resource **out) {
+  devmm_tracking_options o = {sizeof o, capture_backtraces, 0, NULL, NULL, NULL, NULL};
+  return devmm_tracking_adaptor_create_ex(upstream, &o, out);
 }
 
 static void fill_info(const tracking *tr, const node *n, devmm_allocation_info *o) {
@@ -267,11 +389,15 @@ static void fill_info(const tracking *tr, const node *n, devmm_allocation_info *
   o->bytes = n->bytes;
   o->alignment = n->align_log2 ? (size_t)1 << n->align_log2 : 0;
   o->stream = n->stream;
-  const frames *bt = tr->backtraces ? ((const node_bt *)n)->bt : NULL;
-  if (bt) {
-    o->thread_id = bt->tid;
-    o->nframes = bt->n;
-    memcpy(o->frames, bt->pc, sizeof(void *) * (size_t)bt->n);
+  if (!tr->ext)
+    return;
+  const node_ext *x = (const node_ext *)n;
+  o->thread_id = x->tid;
+  o->tag = x->tag;
+  o->time_ns = x->t_ns;
+  if (x->bt) {
+    o->nframes = x->bt->n;
+    memcpy(o->frames, x->bt->pc, sizeof(void *) * (size_t)x->bt->n);
   }
 }
 
@@ -339,18 +465,83 @@ int devmm_tracking_foreach(devmm_resource *r, int (*fn)(const devmm_allocation_i
   return DEVMM_OK;
 }
 
-static int report_one(const devmm_allocation_info *i, void *user) {
-  FILE *f = user;
+int devmm_frame_describe(const void *pc, char *buf, size_t cap) {
+  if (!buf || !cap)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_frame_describe: empty buffer");
+  Dl_info di;
+  if (!pc || !dladdr(pc, &di) || !di.dli_fname) {
+    snprintf(buf, cap, "%p", pc);
+    return DEVMM_OK;
+  }
+  const char *obj = strrchr(di.dli_fname, '/');
+  obj = obj ? obj + 1 : di.dli_fname;
+  if (di.dli_sname)
+    snprintf(buf, cap, "%s(%s+0x%zx)", obj, di.dli_sname,
+             (size_t)((uintptr_t)pc - (uintptr_t)di.dli_saddr));
+  else
+    snprintf(buf, cap, "%s(+0x%zx)", obj, (size_t)((uintptr_t)pc - (uintptr_t)di.dli_fbase));
+  return DEVMM_OK;
+}
+
+/* A context tag's text, or "" (never calls into a front end that has gone away). */
+static size_t describe(const tracking *tr, uint64_t tag, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (!tag || !tr->opt.context_describe || !devmm__callbacks_enabled())
+    return 0;
+  size_t n = tr->opt.context_describe(tr->opt.context_user, tag, buf, cap);
+  n = n < cap ? n : cap - 1;
+  buf[n] = '\0';
+  return n;
+}
+
+int devmm_tracking_describe(devmm_resource *r, uint64_t tag, char *buf, size_t cap) {
+  int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
+  if (rc)
+    return rc;
+  if (!buf || !cap)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tracking_describe: empty buffer");
+  describe(r->ctx, tag, buf, cap);
+  return DEVMM_OK;
+}
+
+static void report_one(const tracking *tr, const devmm_allocation_info *i, FILE *f) {
   fprintf(f, "  %p  %zu bytes  stream %p", i->ptr, i->bytes, i->stream);
+  if (tr->ext)
+    fprintf(f, "  thread %llu", (unsigned long long)i->thread_id);
+  fputc('\n', f);
+  if (i->tag) {
+    char text[4096];
+    describe(tr, i->tag, text, sizeof text);
+    for (char *line = text, *next; *line; line = next) {
+      next = strchr(line, '\n');
+      next = next ? next + 1 : line + strlen(line);
+      fprintf(f, "    %.*s\n", (int)(next - line - (next[-1] == '\n')), line);
+    }
+  }
   if (i->nframes) {
-    fprintf(f, "  thread %llu\n", (unsigned long long)i->thread_id);
     char **sym = backtrace_symbols(i->frames, i->nframes);
     for (int k = 0; k < i->nframes; k++)
       fprintf(f, "    #%d %s\n", k, sym ? sym[k] : "?");
     free(sym);
-  } else {
-    fputc('\n', f);
   }
+}
+
+static int report_locked(const devmm_allocation_info *i, void *user) {
+  void **a = user;
+  report_one(a[0], i, a[1]);
+  return 0;
+}
+
+typedef struct {
+  devmm_allocation_info *v;
+  size_t n, cap;
+} infos;
+
+static int collect(const devmm_allocation_info *i, void *user) {
+  infos *c = user;
+  if (c->n == c->cap)
+    return 1;
+  c->v[c->n++] = *i;
   return 0;
 }
 
@@ -368,11 +559,89 @@ int devmm_tracking_report(devmm_resource *r, char **out) {
   tracking *tr = r->ctx;
   pthread_mutex_lock(&tr->lock);
   fprintf(f, "%s: %zu outstanding allocations, %zu bytes\n", r->name, tr->count, tr->bytes);
-  walk(tr, tr->root, report_one, f);
-  pthread_mutex_unlock(&tr->lock);
+  if (!tr->opt.context_describe) {
+    void *args[2] = {tr, f};
+    walk(tr, tr->root, report_locked, args);
+    pthread_mutex_unlock(&tr->lock);
+  } else { /* the describe hook runs under no lock: copy first */
+    infos c = {calloc(tr->count ? tr->count : 1, sizeof *c.v), 0, tr->count};
+    if (c.v)
+      walk(tr, tr->root, collect, &c);
+    pthread_mutex_unlock(&tr->lock);
+    if (!c.v) {
+      fclose(f);
+      free(buf);
+      return devmm_set_error(DEVMM_ENOMEM, "devmm_tracking_report: out of memory");
+    }
+    for (size_t k = 0; k < c.n; k++)
+      report_one(tr, &c.v[k], f);
+    free(c.v);
+  }
   fclose(f);
   *out = buf;
   return DEVMM_OK;
+}
+
+int devmm_tracking_history(devmm_resource *r, devmm_tracking_event *out, size_t cap, size_t *n,
+                           size_t *stored, uint64_t *dropped, uint64_t *now_ns) {
+  int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
+  if (rc)
+    return rc;
+  if (!n || (cap && !out))
+    return devmm_set_error(DEVMM_EINVAL, "devmm_tracking_history: %s is NULL", !n ? "n" : "out");
+  tracking *tr = r->ctx;
+  if (!tr->ring_cap)
+    return devmm_set_error(DEVMM_ENOTSUP,
+                           "tracking adaptor '%s' keeps no history (create it with "
+                           "options.history > 0)",
+                           r->name);
+  pthread_mutex_lock(&tr->lock);
+  size_t k = tr->ring_n < cap ? tr->ring_n : cap;
+  for (size_t i = 0; i < k; i++)
+    out[i] = tr->ring[(tr->ring_head + i) % tr->ring_cap];
+  *n = k;
+  if (stored)
+    *stored = tr->ring_n;
+  if (dropped)
+    *dropped = tr->dropped;
+  pthread_mutex_unlock(&tr->lock);
+  if (now_ns)
+    *now_ns = devmm__now_ns();
+  return DEVMM_OK;
+}
+
+/* ------------------------------------------------------------------ for out-of-memory reports */
+
+int devmm__is_tracking(const devmm_resource *r) { return r && r->kind == &tracking_ops; }
+
+static int keep_largest(const devmm_allocation_info *i, void *user) {
+  infos *c = user;
+  if (c->n == c->cap && i->bytes <= c->v[c->n - 1].bytes)
+    return 0;
+  size_t k = c->n < c->cap ? c->n++ : c->cap - 1;
+  while (k > 0 && c->v[k - 1].bytes < i->bytes) {
+    c->v[k] = c->v[k - 1];
+    k--;
+  }
+  c->v[k] = *i;
+  return 0;
+}
+
+size_t devmm__tracking_largest(devmm_resource *r, devmm_allocation_info *out, size_t n,
+                               size_t *count, size_t *bytes) {
+  tracking *tr = r->ctx;
+  infos c = {out, 0, n};
+  pthread_mutex_lock(&tr->lock);
+  *count = tr->count;
+  *bytes = tr->bytes;
+  if (n)
+    walk(tr, tr->root, keep_largest, &c);
+  pthread_mutex_unlock(&tr->lock);
+  return c.n;
+}
+
+size_t devmm__tracking_describe_tag(devmm_resource *r, uint64_t tag, char *buf, size_t cap) {
+  return describe(r->ctx, tag, buf, cap);
 }
 
 void devmm_string_free(char *s) { free(s); }

@@ -30,6 +30,7 @@ typedef struct {
   int wildcard, line;
   kv *opts;
   size_t nopts;
+  char *plugin; /* [plugin <name>]: the plugin's own options (dev is then unused) */
 } dsection;
 
 typedef struct {
@@ -138,9 +139,50 @@ static void cfg_free(cfg *c) {
       free(c->sections[i].opts[k].value);
     }
     free(c->sections[i].opts);
+    free(c->sections[i].plugin);
   }
   free(c->sections);
   memset(c, 0, sizeof *c);
+}
+
+static dsection *new_section(cfg *c) {
+  dsection *grown = realloc(c->sections, (c->nsections + 1) * sizeof *grown);
+  if (!grown) {
+    cfg_fail(c, c->line, "out of memory");
+    return NULL;
+  }
+  c->sections = grown;
+  dsection *s = &c->sections[c->nsections++];
+  memset(s, 0, sizeof *s);
+  s->line = c->line;
+  return s;
+}
+
+/* [plugin <name>]: options handed to that plugin's configure() when it loads. */
+static void on_plugin_section(cfg *c, const char *section, const char *name) {
+  while (*name == ' ')
+    name++;
+  if (!*name) {
+    cfg_fail(c, c->line, "section [%s]: expected [plugin <name>] with a name from plugins = ...",
+             section);
+    return;
+  }
+  for (size_t i = 0; i < c->nsections; i++)
+    if (c->sections[i].plugin && strcmp(c->sections[i].plugin, name) == 0) {
+      cfg_fail(c, c->line, "section [%s] appears twice (first at line %d)", section,
+               c->sections[i].line);
+      return;
+    }
+  char *copy = devmm__strdup(name);
+  dsection *s = copy ? new_section(c) : NULL;
+  if (!s) {
+    free(copy);
+    if (!copy)
+      cfg_fail(c, c->line, "out of memory");
+    return;
+  }
+  s->plugin = copy;
+  c->cur = s;
 }
 
 /* A section header line "[name]": validated here because inih does not call the handler for
@@ -152,10 +194,15 @@ static void on_section(cfg *c, const char *name) {
     c->in_devmm = 1;
     return;
   }
+  if (strncmp(name, "plugin ", 7) == 0) {
+    on_plugin_section(c, name, name + 7);
+    return;
+  }
   if (strncmp(name, "device ", 7) != 0) {
     cfg_fail(c, c->line,
              "unknown section [%s]: expected [devmm], [device cpu], [device cuda:N], "
-             "[device cuda:*], [device rocm:N] or [device rocm:*]",
+             "[device cuda:*], [device rocm:N], [device rocm:*], [device sim:N] or "
+             "[plugin <name>]",
              name);
     return;
   }
@@ -178,23 +225,17 @@ static void on_section(cfg *c, const char *name) {
     return;
   }
   for (size_t i = 0; i < c->nsections; i++)
-    if (c->sections[i].dev.device_type == dev.device_type && c->sections[i].wildcard == wildcard &&
+    if (!c->sections[i].plugin && c->sections[i].dev.device_type == dev.device_type &&
+        c->sections[i].wildcard == wildcard &&
         (wildcard || c->sections[i].dev.device_id == dev.device_id)) {
       cfg_fail(c, c->line, "section [%s] appears twice (first at line %d)", name,
                c->sections[i].line);
       return;
     }
-  dsection *grown = realloc(c->sections, (c->nsections + 1) * sizeof *grown);
-  if (!grown) {
-    cfg_fail(c, c->line, "out of memory");
+  if ((c->cur = new_section(c)) == NULL)
     return;
-  }
-  c->sections = grown;
-  c->cur = &c->sections[c->nsections++];
-  memset(c->cur, 0, sizeof *c->cur);
   c->cur->dev = dev;
   c->cur->wildcard = wildcard;
-  c->cur->line = c->line;
 }
 
 static int on_key(void *user, const char *section, const char *key, const char *value) {
@@ -323,9 +364,20 @@ static int parse(cfg *c, FILE *f) {
       return devmm_set_error(DEVMM_ENOMEM, "out of memory");
     c->nplugins = 1;
   }
-  /* generic checks of the device sections */
+  /* generic checks of the device sections; a plugin section names a listed plugin */
   for (size_t i = 0; i < c->nsections; i++) {
     dsection *s = &c->sections[i];
+    if (s->plugin) {
+      int listed = 0;
+      for (size_t j = 0; j < c->nplugins; j++)
+        listed |= strcmp(c->plugins[j], s->plugin) == 0;
+      if (!listed)
+        return devmm_set_error(DEVMM_ECONFIG,
+                               "%s:%d: section [plugin %s]: plugin '%s' is not in plugins = ... "
+                               "in [devmm]",
+                               c->source, s->line, s->plugin, s->plugin);
+      continue;
+    }
     for (size_t k = 0; k < s->nopts; k++) {
       kv *o = &s->opts[k];
       if (strcmp(o->key, "adaptors") == 0) {
@@ -442,6 +494,8 @@ static const kv *opt(const dsection *sec, const char *key) {
 
 /* Validates a section's resource and its plugin options against the kind (when known). */
 static int check_section(state *s, const dsection *sec) {
+  if (sec->plugin)
+    return DEVMM_OK; /* checked by the plugin when it loads */
   const kv *res = opt(sec, "resource");
   if (!res)
     return DEVMM_OK; /* the plugin's first kind for that device type */
@@ -541,7 +595,7 @@ static const dsection *section_for(const cfg *c, devmm_device d) {
   const dsection *wild = NULL;
   for (size_t i = 0; i < c->nsections; i++) {
     const dsection *s = &c->sections[i];
-    if (s->dev.device_type != d.device_type)
+    if (s->plugin || s->dev.device_type != d.device_type)
       continue;
     if (!s->wildcard && s->dev.device_id == d.device_id)
       return s;
@@ -661,8 +715,8 @@ static int open_config(const char *path, cfg *c, FILE **f) {
       xdg[0] = '\0';
     if (xdg[0] && access(xdg, F_OK) == 0)
       chosen = xdg;
-    else if (access(DEVMM_SYSCONF_DIR "/devmm.ini", F_OK) == 0)
-      chosen = DEVMM_SYSCONF_DIR "/devmm.ini";
+    else if (*devmm__installed_config() && access(devmm__installed_config(), F_OK) == 0)
+      chosen = devmm__installed_config();
   }
   if (!chosen) {
     c->source = devmm__strdup("built-in default");
@@ -696,7 +750,8 @@ static char *plugin_dirs(const cfg *c, const char **dirs) {
   }
   for (size_t i = 0; i < c->npaths && nd < 126; i++)
     dirs[nd++] = c->paths[i];
-  dirs[nd++] = DEVMM_PLUGIN_DIR;
+  if (*devmm__installed_plugin_dir())
+    dirs[nd++] = devmm__installed_plugin_dir();
   dirs[nd] = NULL;
   return envcopy;
 }
@@ -734,13 +789,30 @@ static int build(const char *path, state **out) {
                              s->c.source, s->c.plugins[i]);
         goto fail;
       }
-    devmm__plugin *p = devmm__plugin_load(s->c.plugins[i], dirs);
+    const dsection *ps = NULL;
+    for (size_t k = 0; k < s->c.nsections; k++)
+      if (s->c.sections[k].plugin && strcmp(s->c.sections[k].plugin, s->c.plugins[i]) == 0)
+        ps = &s->c.sections[k];
+    devmm_option popts[64];
+    size_t np = 0;
+    for (size_t k = 0; ps && k < ps->nopts && np < 64; k++)
+      popts[np++] = (devmm_option){ps->opts[k].key, ps->opts[k].value, ps->opts[k].line};
+    devmm__plugin *p = devmm__plugin_load(s->c.plugins[i], dirs, popts, np);
     if (!p) {
       free(envcopy);
       rc = devmm_set_error(DEVMM_ENOMEM, "out of memory");
       goto fail;
     }
     s->plugins[s->nplugins++] = p;
+    if (p->config_failed) { /* a bad [plugin ...] option is an error of the file */
+      free(envcopy);
+      rc = devmm_set_error(DEVMM_ECONFIG, "%s:%d: [plugin %s]: %s", s->c.source,
+                           p->config_line ? p->config_line
+                           : ps           ? ps->line
+                                          : 0,
+                           p->name, p->error);
+      goto fail;
+    }
     if (!p->desc)
       devmm__log(DEVMM_LOG_WARN, NULL, "plugin '%s' not loaded: %s", p->name, p->error);
     else if (p->error)
@@ -984,7 +1056,7 @@ static const devmm_resource_kind *load_for_kind(state *s, const char *kind) {
   s->plugins = grown;
   const char *dirs[128];
   char *envcopy = plugin_dirs(&s->c, dirs);
-  devmm__plugin *p = devmm__plugin_load(name, dirs);
+  devmm__plugin *p = devmm__plugin_load(name, dirs, NULL, 0);
   free(envcopy);
   if (!p)
     return NULL;

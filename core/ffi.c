@@ -2,6 +2,8 @@
  * built-ins are in ffi_python.c. */
 #include "internal.h"
 
+#include <stdio.h>
+
 devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device, const devmm_layout *layout,
                                      int ndim, const int64_t *shape, uint32_t dtype,
                                      devmm_stream stream) {
@@ -23,7 +25,7 @@ static _Atomic(devmm_resource *) torch_pinned[TORCH_DEVICES];
 
 static devmm_resource *torch_resource(int device) {
   if (device < 0 || device >= TORCH_DEVICES) {
-    devmm_set_error(DEVMM_EINVAL, "devmm_torch_alloc: device %d out of range 0..%d", device,
+    devmm_set_error(DEVMM_EINVAL, "devmm_torch_allocate: device %d out of range 0..%d", device,
                     TORCH_DEVICES - 1);
     return NULL;
   }
@@ -41,22 +43,30 @@ static devmm_resource *torch_resource(int device) {
   return r;
 }
 
-void *devmm_torch_alloc(size_t size, int device, void *stream) {
+int devmm_torch_allocate(size_t size, int device, void *stream, void **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_torch_allocate: out is NULL");
+  *out = NULL;
   devmm_resource *r = torch_resource(device);
-  void *p = NULL;
-  if (r && devmm_allocate(r, size, 0, stream, &p) != DEVMM_OK)
-    p = NULL;
-  return p;
+  if (!r)
+    return devmm_last_status();
+  int rc = devmm_allocate(r, size, 0, stream, out);
+  if (rc) {
+    char why[DEVMM__MSG_MAX];
+    snprintf(why, sizeof why, "%s", devmm_last_error());
+    return devmm_set_error(rc, "torch allocation of %zu bytes on cuda:%d: %s", size, device, why);
+  }
+  return DEVMM_OK;
 }
 
-void devmm_torch_free(void *ptr, size_t size, int device, void *stream) {
+void devmm_torch_deallocate(void *ptr, size_t size, int device, void *stream) {
   devmm_resource *r =
       device >= 0 && device < TORCH_DEVICES ? atomic_load(&torch_pinned[device]) : NULL;
   if (!r) {
-    devmm_set_error(DEVMM_ESTATE, "devmm_torch_free: cuda:%d never allocated through devmm",
+    devmm_set_error(DEVMM_ESTATE, "devmm_torch_deallocate: cuda:%d never allocated through devmm",
                     device);
     return;
   }
   if (devmm_deallocate(r, ptr, size, 0, stream) != DEVMM_OK)
-    devmm__log(DEVMM_LOG_ERROR, NULL, "devmm_torch_free: %s", devmm_last_error());
+    devmm__log(DEVMM_LOG_ERROR, NULL, "devmm_torch_deallocate: %s", devmm_last_error());
 }

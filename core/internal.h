@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #define DEVMM__MSG_MAX 512
+#define DEVMM__LONG_MSG_MAX 2048 /* an out-of-memory explanation (devmm__set_error_text) */
 #define DEVMM__LIKELY(x) __builtin_expect(!!(x), 1)
 #define DEVMM__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define DEVMM__CACHELINE 64
@@ -36,8 +37,42 @@ int devmm__forward_memset(devmm_resource *self, void *dst, int value, size_t byt
                           devmm_stream stream);
 int devmm__forward_stream_wait(devmm_resource *self, devmm_stream a, devmm_stream b);
 int devmm__forward_synchronize(devmm_resource *self, devmm_stream s);
+/* 1 if r's memory lives on a device with streams (cuda, cuda_managed, rocm, sim, ...), 0 for
+ * host memory (cpu, cuda_host, rocm_host). */
+int devmm__has_streams(const devmm_resource *r);
 /* Checks that r is an adaptor of the given kind; sets an error naming `what` if not. */
 int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, const char *what);
+
+/* error.c: changes with every devmm_set_error/devmm_clear_error of this thread. */
+unsigned devmm__error_seq(void);
+/* error.c: a zeroed heap buffer of this thread (slot: DEVMM__HEAP_*), allocated on first use and
+ * freed when the thread exits; NULL if out of memory. Static TLS stays small: libdevmm uses the
+ * initial-exec model, whose room is limited when the library is dlopen'ed. */
+enum { DEVMM__HEAP_MESSAGE, DEVMM__HEAP_OOM, DEVMM__HEAP_SLOTS };
+void *devmm__thread_heap(int slot, size_t bytes);
+/* error.c: sets the error to text of up to DEVMM__LONG_MSG_MAX - 1 bytes (devmm_set_error keeps
+ * messages under DEVMM__MSG_MAX); returns status. */
+int devmm__set_error_text(int status, const char *text);
+
+/* oom.c: completes the message of an allocation refused with DEVMM_ENOMEM (see oom.h), called
+ * once by devmm_allocate, the outermost call; returns DEVMM_ENOMEM. */
+int devmm__explain_oom(devmm_resource *r, size_t bytes, size_t alignment);
+
+/* callback.c: 0 once devmm_callbacks_disable ran (a front end's hooks must not be called). */
+int devmm__callbacks_enabled(void);
+
+/* adaptor_tracking.c, for out-of-memory reports: is r a tracking adaptor; the n largest live
+ * allocations of tracking adaptor r, largest first (returns how many), with its totals; the text
+ * of a context tag ("" if none). */
+int devmm__is_tracking(const devmm_resource *r);
+size_t devmm__tracking_largest(devmm_resource *r, devmm_allocation_info *out, size_t n,
+                               size_t *count, size_t *bytes);
+size_t devmm__tracking_describe_tag(devmm_resource *r, uint64_t tag, char *buf, size_t cap);
+/* adaptor_statistics.c: the absolute figures of statistics adaptor r (DEVMM_EINVAL if r is not
+ * one), without touching the error message. */
+int devmm__statistics_peek(devmm_resource *r, devmm_statistics *out);
+/* adaptor_limiting.c: in use and limit of limiting adaptor r (DEVMM_EINVAL if not one). */
+int devmm__limiting_peek(devmm_resource *r, size_t *allocated, size_t *limit);
 
 /* Registry update used by init: mode 0 clears the device's entry if it is `expected`; mode 1
  * sets r only if the device has none; mode 2 sets r unconditionally. */
@@ -60,6 +95,10 @@ uint64_t devmm__thread_id(void);
 
 /* env.c: the environment (secure_getenv; NULL if unset or empty) and devmm's log. */
 const char *devmm__getenv(const char *name);
+/* The installation's plugin directory and default devmm.ini (absolute; "" when a relocatable
+ * library cannot find itself). */
+const char *devmm__installed_plugin_dir(void);
+const char *devmm__installed_config(void);
 int devmm__parse_log_level(const char *text);
 void devmm__set_log_level(int level);
 void devmm__log(int level, const char *who, const char *fmt, ...)
@@ -74,12 +113,15 @@ typedef struct devmm__plugin {
   const devmm_plugin *desc; /* NULL if it failed */
   size_t ndevices;
   devmm_device_info *devices;
+  int config_failed, config_line; /* its [plugin <name>] options were refused (at that line) */
 } devmm__plugin;
-/* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated)
- * and enumerates its devices. Returns a new record the caller frees with
- * devmm__plugin_free; desc is NULL and error says why when it failed. NULL only when out of
+/* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated),
+ * hands it the options of its [plugin <name>] section (configure) and enumerates its devices.
+ * Returns a new record the caller frees with devmm__plugin_free; desc is NULL and error says
+ * why when it failed (config_failed when the options were refused). NULL only when out of
  * memory. */
-devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs);
+devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
+                                  const devmm_option *options, size_t noptions);
 void devmm__plugin_free(devmm__plugin *p);
 /* The host services table handed to plugins. */
 const devmm_host_services *devmm__host(void);

@@ -208,7 +208,39 @@ static void *lt_sym(lt_dlhandle h, const char *sym, char **err) {
   return p;
 }
 
-devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs) {
+/* Hands the [plugin <name>] options to the plugin: every key must be one it declares. */
+static devmm__plugin *configure(devmm__plugin *p, const devmm_plugin *d, const devmm_option *o,
+                                size_t n) {
+  int has = d->struct_size >= offsetof(devmm_plugin, configure) + sizeof d->configure;
+  const char *const *keys = has ? d->options : NULL;
+  for (size_t i = 0; i < n; i++) {
+    int known = 0;
+    for (const char *const *k = keys; k && *k; k++)
+      known |= strcmp(*k, o[i].key) == 0;
+    if (!known) {
+      char valid[256] = "";
+      for (const char *const *k = keys; k && *k; k++) {
+        size_t len = strlen(valid);
+        snprintf(valid + len, sizeof valid - len, "%s%s", len ? ", " : "", *k);
+      }
+      p->config_failed = 1;
+      p->config_line = o[i].line;
+      return fail(p, fmt_dup("unknown key '%s': plugin '%s' takes %s%s", o[i].key, d->name,
+                             *valid ? "" : "no options", valid));
+    }
+  }
+  if (!has || !d->configure)
+    return p;
+  devmm_clear_error();
+  if (d->configure(o, n) != DEVMM_OK) {
+    p->config_failed = 1;
+    return fail(p, fmt_dup("%s", *devmm_last_error() ? devmm_last_error() : "refused"));
+  }
+  return p;
+}
+
+devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
+                                  const devmm_option *options, size_t noptions) {
   devmm__plugin *p = calloc(1, sizeof *p);
   if (!p)
     return NULL;
@@ -261,6 +293,8 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs) {
       if (strcmp(d->kinds[j].name, k->name) == 0)
         return fail(p, fmt_dup("it declares the resource kind '%s' twice", k->name));
   }
+  if (configure(p, d, options, noptions)->config_failed)
+    return p;
   p->desc = d;
   /* devices: a failure here is not a load failure, it is "0 devices: <reason>" */
   size_t n = 0;

@@ -149,7 +149,11 @@ int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stre
     *out = NULL;
     return DEVMM_OK;
   }
-  return r->ops.allocate(r, bytes, alignment, stream, out);
+  int rc = r->ops.allocate(r, bytes, alignment, stream, out);
+  /* the outermost call explains a refusal once (adaptors call their upstream's ops directly) */
+  if (DEVMM__UNLIKELY(rc == DEVMM_ENOMEM))
+    return devmm__explain_oom(r, bytes, alignment);
+  return rc;
 }
 
 int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
@@ -194,16 +198,43 @@ int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes, devmm_st
   return r->ops.memset(r, dst, value, bytes, stream);
 }
 
+/* Host memory has no streams; anything else (cuda, cuda_managed, rocm, sim, ...) has. */
+int devmm__has_streams(const devmm_resource *r) {
+  int32_t t = r->device.device_type;
+  return t != DEVMM_DEVICE_CPU && t != DEVMM_DEVICE_CUDA_HOST && t != DEVMM_DEVICE_ROCM_HOST;
+}
+
+/* Whether r's own work (copies, memsets) may be queued on streams: memory on a device with
+ * streams, unless the CPU addresses it directly (then a resource without stream ops copies and
+ * fills it with the CPU, synchronously: nothing is ever pending). */
+static int queues_work(const devmm_resource *r) {
+  return devmm__has_streams(r) && !(r->flags & DEVMM_RESOURCE_HOST_ACCESSIBLE);
+}
+
+static int missing_stream_op(const devmm_resource *r, const char *what) {
+  char dev[32];
+  devmm_device_format(r->device, dev, sizeof dev);
+  return devmm_set_error(DEVMM_ENOTSUP, "resource '%s' on %s cannot %s", r->name, dev, what);
+}
+
 int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "devmm_stream_wait: resource is NULL");
-  return r->ops.stream_wait ? r->ops.stream_wait(r, waiter, waitee) : DEVMM_OK;
+  if (r->ops.stream_wait)
+    return r->ops.stream_wait(r, waiter, waitee);
+  if (waiter == waitee || !queues_work(r))
+    return DEVMM_OK;
+  return missing_stream_op(r, "order streams (it has no stream_wait op)");
 }
 
 int devmm_synchronize(devmm_resource *r, devmm_stream stream) {
   if (!r)
     return devmm_set_error(DEVMM_EINVAL, "devmm_synchronize: resource is NULL");
-  return r->ops.synchronize ? r->ops.synchronize(r, stream) : DEVMM_OK;
+  if (r->ops.synchronize)
+    return r->ops.synchronize(r, stream);
+  if (!queues_work(r))
+    return DEVMM_OK;
+  return missing_stream_op(r, "wait for its streams (it has no synchronize op)");
 }
 
 int devmm__forward_mem_info(devmm_resource *self, size_t *f, size_t *t) {
@@ -236,6 +267,7 @@ static const struct {
     {DEVMM_DEVICE_ROCM, "rocm"},
     {DEVMM_DEVICE_ROCM_HOST, "rocm_host"},
     {DEVMM_DEVICE_CUDA_MANAGED, "cuda_managed"},
+    {DEVMM_DEVICE_SIM, "sim"},
 };
 #define NDEVNAMES (sizeof device_names / sizeof device_names[0])
 
@@ -283,6 +315,6 @@ int devmm_device_parse(const char *text, devmm_device *d) {
     }
   return devmm_set_error(DEVMM_EINVAL,
                          "unknown device '%.64s': expected cpu, cuda[:N], "
-                         "cuda_host, cuda_managed[:N], rocm[:N] or rocm_host",
+                         "cuda_host, cuda_managed[:N], rocm[:N], rocm_host or sim[:N]",
                          text);
 }

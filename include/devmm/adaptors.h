@@ -64,14 +64,65 @@ typedef struct devmm_allocation_info {
   size_t bytes;
   size_t alignment;
   devmm_stream stream;
-  uint64_t thread_id; /* devmm's small id of the allocating thread */
-  int nframes;        /* backtrace frames captured (0 unless enabled) */
+  uint64_t thread_id; /* devmm's small id of the allocating thread (0 unless options record it) */
+  int nframes;        /* backtrace frames captured (0 unless enabled); devmm's own are skipped */
   void *frames[DEVMM_TRACKING_MAX_FRAMES];
+  uint64_t tag;     /* what the context hook returned for it (0: none) */
+  uint64_t time_ns; /* when it was allocated (CLOCK_MONOTONIC; 0 unless options record it) */
 } devmm_allocation_info;
 
 /* Records every live allocation; capture_backtraces != 0 also records the caller's stack. */
 DEVMM_API int devmm_tracking_adaptor_create(devmm_resource *upstream, int capture_backtraces,
                                             devmm_resource **out);
+
+/* What a tracking adaptor records besides its live allocations. Any of backtraces, history or
+ * a context hook also records each allocation's thread and time. */
+typedef struct devmm_tracking_options {
+  size_t struct_size; /* sizeof(devmm_tracking_options) */
+  int backtraces;     /* record each allocation's C backtrace */
+  size_t history;     /* keep the last `history` allocate/free events in a ring (0: none) */
+  /* Optional context hook, how a front end records its own call stack (Python's): capture runs
+   * on the allocating thread after each successful allocation, under no lock of this adaptor
+   * (under those of adaptors above it), and returns a tag kept with the allocation (0: none);
+   * describe writes a tag's text into buf (reports, out-of-memory messages) and returns its
+   * length; release runs once when the adaptor is destroyed. None of them runs after
+   * devmm_callbacks_disable. */
+  uint64_t (*context_capture)(void *user, size_t bytes);
+  size_t (*context_describe)(void *user, uint64_t tag, char *buf, size_t cap);
+  void (*context_release)(void *user);
+  void *context_user;
+} devmm_tracking_options;
+
+/* A tracking adaptor with options (NULL: none). */
+DEVMM_API int devmm_tracking_adaptor_create_ex(devmm_resource *upstream,
+                                               const devmm_tracking_options *options,
+                                               devmm_resource **out);
+
+/* One event of a tracking adaptor's history. */
+typedef struct devmm_tracking_event {
+  uint64_t time_ns; /* CLOCK_MONOTONIC */
+  void *ptr;
+  size_t bytes;
+  devmm_stream stream;
+  uint64_t thread_id; /* of the thread that allocated or freed */
+  uint64_t tag;       /* the allocation's context tag */
+  uint32_t action;    /* DEVMM_LOG_ALLOCATE or DEVMM_LOG_FREE (log.h) */
+  uint32_t reserved_;
+} devmm_tracking_event;
+
+/* Copies up to cap recorded events, oldest first, into out (may be NULL with cap 0) and sets *n to
+ * the number copied; *stored (optional) to the number held, *dropped (optional) to the events
+ * that fell out of the ring so far, *now_ns (optional) to the current time on the events' clock.
+ * DEVMM_ENOTSUP if the adaptor keeps no history. */
+DEVMM_API int devmm_tracking_history(devmm_resource *tracking, devmm_tracking_event *out,
+                                     size_t cap, size_t *n, size_t *stored, uint64_t *dropped,
+                                     uint64_t *now_ns);
+/* Names a code address (a backtrace frame) as "object(symbol+0xoff)" into buf, with dladdr. */
+DEVMM_API int devmm_frame_describe(const void *pc, char *buf, size_t cap);
+/* Writes the text of an allocation's context tag (see devmm_tracking_options) into buf; "" when
+ * the adaptor has no describe hook or the tag is 0. */
+DEVMM_API int devmm_tracking_describe(devmm_resource *tracking, uint64_t tag, char *buf,
+                                      size_t cap);
 /* Finds the live allocation containing addr (any byte inside it); DEVMM_ENOENT if none. */
 DEVMM_API int devmm_tracking_lookup(devmm_resource *tracking, const void *addr,
                                     devmm_allocation_info *out);

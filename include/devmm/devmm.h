@@ -14,6 +14,8 @@
 #include "error.h"
 #include "export.h"
 #include "layout.h"
+#include "log.h"
+#include "oom.h"
 #include "plugin.h"
 #include "registry.h"
 #include "resource.h"

@@ -28,6 +28,7 @@ enum {
   DEVMM_DEVICE_CUDA_HOST = 3,
   DEVMM_DEVICE_ROCM = 10,
   DEVMM_DEVICE_ROCM_HOST = 11,
+  DEVMM_DEVICE_SIM = 12, /* DLPack's kDLExtDev: devmm's simulated accelerator (devmm-sim) */
   DEVMM_DEVICE_CUDA_MANAGED = 13,
 };
 

@@ -41,14 +41,16 @@ DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
  * (TypeError, OverflowError) are raised for arguments of the wrong type. */
 DEVMM_API void *devmm_ffi_python_function(const char *name);
 
-/* PyTorch's CUDAPluggableAllocator interface (torch.cuda.memory.CUDAPluggableAllocator(
- * "libdevmm.so.0", "devmm_torch_alloc", "devmm_torch_free")): allocations for cuda:<device> go
- * through the resource that was current for that device at its first allocation (pinned for
- * the life of the process, so every free reaches the resource that allocated). NULL on failure,
- * with devmm_last_error() set. */
-DEVMM_API void *devmm_torch_alloc(size_t size, int device, void *stream);
-/* The matching free (torch passes the size, device and stream of the allocation). */
-DEVMM_API void devmm_torch_free(void *ptr, size_t size, int device, void *stream);
+/* PyTorch's allocations (ADR 11): allocations for cuda:<device> go through the resource that
+ * was current for that device at its first allocation (pinned for the life of the process, so
+ * every free reaches the resource that allocated). A status, with devmm_last_error() set; never
+ * a NULL pointer for a non-empty request. Torch itself calls libdevmm-torch.so's
+ * devmm_torch_alloc/devmm_torch_free (CUDAPluggableAllocator's signatures), which throw a C++
+ * exception on failure: torch uses a returned pointer unchecked. */
+DEVMM_API int devmm_torch_allocate(size_t size, int device, void *stream, void **out);
+/* The matching free (torch passes the size, device and stream of the allocation); a failure is
+ * logged (torch has nobody to tell). */
+DEVMM_API void devmm_torch_deallocate(void *ptr, size_t size, int device, void *stream);
 
 #ifdef __cplusplus
 }

@@ -107,6 +107,13 @@ typedef struct devmm_plugin {
   const devmm_resource_kind *kinds;
   /* Optional: called once at process exit (may be NULL). */
   void (*shutdown)(void);
+  /* Optional: the keys of the plugin's own devmm.ini section, [plugin <name>]
+   * (NULL-terminated; NULL: the plugin takes none). */
+  const char *const *options;
+  /* Optional: called at every load, after the entry and before device_count, with
+   * that section's options (only keys from `options`; none when the section is absent). A bad
+   * value returns DEVMM_EINVAL with a message: the load fails with it. */
+  int (*configure)(const devmm_option *options, size_t noptions);
 } devmm_plugin;
 
 typedef const devmm_plugin *(*devmm_plugin_entry_fn)(uint32_t host_abi_major,

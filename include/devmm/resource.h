@@ -36,13 +36,18 @@ typedef struct devmm_resource_ops {
   int (*copy)(devmm_resource *self, void *dst, const void *src, size_t bytes, devmm_stream stream);
   /* Optional: fill bytes with value, ordered on stream. */
   int (*memset)(devmm_resource *self, void *dst, int value, size_t bytes, devmm_stream stream);
-  /* Optional: make work later submitted to `waiter` wait for work already on `waitee`. */
+  /* Optional for host memory, needed by device memory with streams: make work later submitted
+   * to `waiter` wait for work already on `waitee`. */
   int (*stream_wait)(devmm_resource *self, devmm_stream waiter, devmm_stream waitee);
-  /* Optional: wait until all work on `stream` is done (host synchronisation). */
+  /* Optional for host memory, needed by device memory with streams: wait until all work on
+   * `stream` is done (host synchronisation); DEVMM_STREAM_ALL: all work on the device. */
   int (*synchronize)(devmm_resource *self, devmm_stream stream);
   /* Optional: release the context; called once, when the last reference goes. */
   void (*destroy)(devmm_resource *self);
 } devmm_resource_ops;
+
+/* For synchronize: every stream of the resource's device (cudaDeviceSynchronize). */
+#define DEVMM_STREAM_ALL ((devmm_stream)(intptr_t)-2)
 
 /* Resource flags. */
 enum {
@@ -89,9 +94,12 @@ DEVMM_API int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t b
 /* Fills bytes with value through the resource's memset op. */
 DEVMM_API int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
                            devmm_stream stream);
-/* Makes `waiter` wait for `waitee` (no-op success for resources without streams). */
+/* Makes `waiter` wait for `waitee`. Without the op: OK for host memory (cpu, cuda_host,
+ * rocm_host) and host-accessible resources (the CPU does their work: nothing is pending);
+ * DEVMM_ENOTSUP for other device memory, which cannot order streams. */
 DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_stream waitee);
-/* Waits on the host for work on stream (no-op success for resources without streams). */
+/* Waits on the host for work on stream (DEVMM_STREAM_ALL: the whole device); without the op,
+ * the same answers as devmm_stream_wait. */
 DEVMM_API int devmm_synchronize(devmm_resource *r, devmm_stream stream);
 
 /* A resource whose allocate/free are plain function pointers with a user pointer: how a
@@ -108,14 +116,23 @@ DEVMM_API int devmm_callback_resource_create(devmm_callback_alloc_fn alloc,
                                              void (*destroy)(void *), void *user,
                                              devmm_device device, const char *name, unsigned flags,
                                              devmm_resource **out);
+/* Like devmm_callback_resource_create, with `runtime` (retained; NULL: none): a resource on the
+ * same device whose copy, memset, stream_wait, synchronize and mem_info serve this one (the
+ * device's runtime, e.g. cuda.device, copies and fills any memory of its device). */
+DEVMM_API int devmm_callback_resource_create_ex(devmm_callback_alloc_fn alloc,
+                                                devmm_callback_free_fn free_fn,
+                                                void (*destroy)(void *), void *user,
+                                                devmm_device device, const char *name,
+                                                unsigned flags, devmm_resource *runtime,
+                                                devmm_resource **out);
 /* After this call no callback resource calls its callbacks again: allocations fail and frees
  * are skipped (leaked). A front end calls it when its runtime shuts down (Python's atexit), so
  * a late free from another thread never enters a finalised interpreter. */
 DEVMM_API void devmm_callbacks_disable(void);
 
-/* Formats a device as "cpu", "cuda:0", "rocm:1", ... into buf. */
+/* Formats a device as "cpu", "cuda:0", "rocm:1", "sim:0", ... into buf. */
 DEVMM_API int devmm_device_format(devmm_device d, char *buf, size_t cap);
-/* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0" ... */
+/* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0", "sim:1" ... */
 DEVMM_API int devmm_device_parse(const char *text, devmm_device *d);
 /* 1 if the CPU can read and write the device's memory directly (cpu, cuda_host, rocm_host,
  * cuda_managed), else 0. */

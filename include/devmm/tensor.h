@@ -50,15 +50,24 @@ DEVMM_API devmm_stream devmm_buffer_stream(const devmm_buffer *b);
 DEVMM_API int devmm_buffer_acquire(devmm_buffer *b);
 /* Drops a hold taken by devmm_buffer_acquire; safe on any thread. */
 DEVMM_API void devmm_buffer_unacquire(devmm_buffer *b);
+/* Hands the buffer to work on stream `consumer`: that work waits for the buffer's stream
+ * (stream_wait), and the buffer's free is then deferred until the whole device is done
+ * (consumer's work may be queued when it lets go). DEVMM_STREAM_ALL: a consumer on unknown
+ * streams (DLPack's -1), nothing waits. */
+DEVMM_API int devmm_buffer_stream_wait(devmm_buffer *b, devmm_stream consumer);
+/* Frees that must come after consumers' streams (memory handed to other streams, or released
+ * by its last consumer after the owner) are done by a background thread once the device is
+ * idle; this waits until every one queued so far is done. */
+DEVMM_API void devmm_deferred_frees_wait(void);
 
 /* Creates a tensor view of buf (retained): every element must lie inside the buffer. */
 DEVMM_API int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides, size_t byte_offset,
                                   int readonly, devmm_tensor **out);
 /* The base alignment devmm_tensor_empty gives a tensor with elements when its layout asks for
- * less (ADR 13): 256 bytes on CUDA, ROCm and managed memory (what cudaMalloc/hipMalloc
- * guarantee), 64 elsewhere (the CPU and pinned host memory: what PyTorch's CPU allocator gives
- * and what XLA needs to import without a copy). */
+ * less (ADR 13): 256 bytes on CUDA, ROCm, managed and simulated device memory (what
+ * cudaMalloc/hipMalloc guarantee), 64 elsewhere (the CPU and pinned host memory: what
+ * PyTorch's CPU allocator gives and what XLA needs to import without a copy). */
 DEVMM_API size_t devmm_tensor_default_alignment(devmm_device device);
 /* Lays out shape with layout, allocates from r (NULL: the device's current resource) aligned
  * to the larger of the layout's base alignment and devmm_tensor_default_alignment (the
@@ -87,7 +96,8 @@ DEVMM_API void *devmm_tensor_data(const devmm_tensor *t);
 DEVMM_API int devmm_tensor_readonly(const devmm_tensor *t);
 /* Number of elements. */
 DEVMM_API size_t devmm_tensor_size(const devmm_tensor *t);
-/* Fills the tensor's whole buffer with zero bytes through its resource's memset op. */
+/* Fills the tensor's whole buffer with zero bytes through its resource's memset op, on the
+ * buffer's stream; host-accessible memory is synchronised before returning. */
 DEVMM_API int devmm_tensor_zero(devmm_tensor *t);
 
 #ifdef __cplusplus

@@ -4,13 +4,17 @@
 #define DEVMM_GPU_BACKEND_H
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdio.h>
 
 #define GPU_PLUGIN "cuda"
+#define GPU_PREFIX "cuda" /* the runtime's call names in messages: cudaMallocFromPoolAsync */
 #define GPU_DESCRIPTION "CUDA runtime: cudaMalloc, cudaMallocAsync pools, managed, pinned"
 #define GPU_DEVICE_TYPE DEVMM_DEVICE_CUDA
 #define GPU_HOST_TYPE DEVMM_DEVICE_CUDA_HOST
 #define GPU_MANAGED_TYPE DEVMM_DEVICE_CUDA_MANAGED
 #define GPU_NATIVE_ALIGNMENT 256 /* cudaMalloc's guarantee */
+#define GPU_POOL_HAS_MAX_SIZE 1
 
 typedef cudaError_t gpuError_t;
 typedef cudaStream_t gpuStream_t;
@@ -27,6 +31,8 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuGetDevice cudaGetDevice
 #define gpuSetDevice cudaSetDevice
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuStreamLegacy cudaStreamLegacy
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMallocManaged cudaMallocManaged
@@ -82,6 +88,23 @@ static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_siz
   p->location.type = cudaMemLocationTypeDevice;
   p->location.id = device;
   p->maxSize = max_size;
+}
+
+/* The static runtime says "CUDA driver version is insufficient for CUDA runtime version" both
+ * for an old driver and for none at all: tell the second case apart by loading the driver. */
+#define GPU_HAS_DRIVER_CHECK 1
+static inline int gpu_driver_missing(gpuError_t e, char *why, size_t cap) {
+  if (e != cudaErrorInsufficientDriver)
+    return 0;
+  void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h) {
+    dlclose(h);
+    return 0; /* a driver is there: it is too old, as the runtime says */
+  }
+  const char *err = dlerror();
+  snprintf(why, cap, "no CUDA driver was found (libcuda.so.1 cannot be loaded: %.160s)",
+           err ? err : "unknown reason");
+  return 1;
 }
 
 static inline const char *gpu_runtime_version(char *buf, size_t cap) {

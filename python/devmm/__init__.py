@@ -29,6 +29,7 @@ _LAZY = {
     "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors", "Statistics": "statistics",
     "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
     "Strided": "layout",
+    "snapshot": "timeline", "profile": "profile",
 }
 
 
@@ -37,7 +38,8 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'devmm' has no attribute '{name}'")
     import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    mod = importlib.import_module(f".{module}", __name__)
+    value = mod if name == module else getattr(mod, name)  # devmm.profile is its module
     globals()[name] = value
     return value
 
@@ -46,7 +48,8 @@ def __dir__() -> list:
     return sorted(list(globals()) + list(_LAZY))
 
 
-__version__ = "0.1.0"
+# One version, Meson's project version: the library reports it (and the wheel is stamped with it).
+__version__: str = _lib.version().decode()
 
 __all__ = [
     "Aligned", "AlignedAdaptor", "Buffer", "CallbackError", "CallbackMemoryResource",
@@ -55,8 +58,8 @@ __all__ = [
     "RowMajor", "Statistics", "StatisticsAdaptor", "StreamError", "Strided", "Tensor",
     "ThreadSafeAdaptor",
     "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
-    "info", "init", "plugins", "set_current_device_resource", "using_memory_resource",
-    "version", "zeros",
+    "info", "init", "plugins", "profile", "set_current_device_resource", "snapshot",
+    "using_memory_resource", "version", "zeros",
 ]
 
 # Python-defined resources must never be entered once the interpreter is going away.

@@ -1,4 +1,5 @@
-"""``python -m devmm info [--json] [--config FILE]``: what devmm sees."""
+"""``python -m devmm info [--json] [--config FILE]``: what devmm sees.
+``python -m devmm timeline LOG.csv -o timeline.html``: a memory timeline (devmm.timeline)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="show the configuration, plugins, devices and stacks")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--config", help="read this devmm.ini")
+    from .timeline import add_parser as add_timeline  # its own module: separable
+    add_timeline(sub)
     args = ap.parse_args(argv)
+    if args.command == "timeline":
+        return args.run(args)
     from .errors import DevmmError
     try:
         data = _info.init(args.config) if args.config else _info.info()

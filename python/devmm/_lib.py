@@ -50,7 +50,49 @@ class Statistics(Structure):
 class AllocationInfo(Structure):
     _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("alignment", c_size_t),
                 ("stream", c_void_p), ("thread_id", c_uint64), ("nframes", c_int),
-                ("frames", c_void_p * 16)]
+                ("frames", c_void_p * 16), ("tag", c_uint64), ("time_ns", c_uint64)]
+
+
+# ----------------------------------------------------------------------------- observability
+
+class TrackingOptions(Structure):
+    _fields_ = [("struct_size", c_size_t), ("backtraces", c_int), ("history", c_size_t),
+                ("context_capture", c_void_p), ("context_describe", c_void_p),
+                ("context_release", c_void_p), ("context_user", c_void_p)]
+
+
+class TrackingEvent(Structure):
+    _fields_ = [("time_ns", c_uint64), ("ptr", c_void_p), ("bytes", c_size_t),
+                ("stream", c_void_p), ("thread_id", c_uint64), ("tag", c_uint64),
+                ("action", c_uint32), ("reserved_", c_uint32)]
+
+
+class LogEvent(Structure):  # 48 bytes: time_ns, ptr, bytes, stream (u64), peer (i64), thread, action
+    _fields_ = [("time_ns", c_uint64), ("ptr", c_uint64), ("bytes", c_uint64),
+                ("stream", c_uint64), ("peer", c_int64), ("thread", c_uint32),
+                ("action", c_uint32)]
+
+
+class Log(Structure):
+    _fields_ = [("nevents", c_size_t), ("events", POINTER(LogEvent)), ("nthreads", c_size_t),
+                ("threads", POINTER(c_uint64)), ("unmatched_frees", c_size_t),
+                ("never_freed", c_size_t)]
+
+
+class OomAllocation(Structure):
+    _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("thread_id", c_uint64),
+                ("where", ctypes.c_char * 192)]
+
+
+class OomReport(Structure):
+    _fields_ = [("struct_size", c_size_t), ("device", Device), ("requested_bytes", c_size_t),
+                ("alignment", c_size_t), ("stack", ctypes.c_char * 256),
+                ("reason", ctypes.c_char * 512), ("current_bytes", c_int64),
+                ("peak_bytes", c_int64), ("counted_by", ctypes.c_char * 256),
+                ("free_bytes", c_int64), ("total_bytes", c_int64),
+                ("tracking", ctypes.c_char * 256), ("live_count", c_size_t),
+                ("live_bytes", c_size_t), ("nlargest", c_size_t),
+                ("largest", OomAllocation * 5)]
 
 
 class Option(Structure):
@@ -63,14 +105,16 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates() -> list[str]:
-    """Where libdevmm is looked for, in order."""
-    found = []
+    """Where libdevmm is looked for, in order: $DEVMM_LIBRARY alone when set; the library this
+    package was installed with (the wheel's own ``_native/libdevmm.so``, or the libdir that
+    ``meson install`` recorded); then the dynamic loader's own search."""
     env = os.environ.get("DEVMM_LIBRARY")
     if env:
         return [env]  # an explicit choice is the only one
-    try:  # written by `meson install` next to this file
-        from ._build_config import LIBDIR  # type: ignore[import-not-found]
-        found.append(os.path.join(LIBDIR, "libdevmm.so.0"))
+    found = []
+    try:  # written at install time next to this file
+        from ._build_config import LIBDIR, LIBRARY  # type: ignore[import-not-found]
+        found.append(os.path.join(_HERE, LIBDIR, LIBRARY))  # an absolute LIBDIR stays as it is
     except ImportError:
         pass
     found.append("libdevmm.so.0")  # the dynamic loader's own search (ldconfig, LD_LIBRARY_PATH)
@@ -149,7 +193,11 @@ _SIGNATURES = {
     "devmm_thread_safe_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
     "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
                                                POINTER(c_void_p)]),
+    "devmm_callback_resource_create_ex": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint, _P,
+                                                  POINTER(c_void_p)]),
     "devmm_callbacks_disable": (None, []),
+    "devmm_torch_allocate": (c_int, [c_size_t, c_int, _P, POINTER(c_void_p)]),
+    "devmm_torch_deallocate": (None, [_P, c_size_t, c_int, _P]),
     # variadic in C (fmt, ...): always called with the format "%s" and one string
     "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
     "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
@@ -159,6 +207,8 @@ _SIGNATURES = {
     "devmm_buffer_resource": (_P, [_P]),
     "devmm_buffer_device": (Device, [_P]),
     "devmm_buffer_stream": (_P, [_P]),
+    "devmm_buffer_stream_wait": (c_int, [_P, _P]),
+    "devmm_deferred_frees_wait": (None, []),
     "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
                                     c_size_t, c_int, POINTER(c_void_p)]),
     "devmm_last_status": (c_int, []),
@@ -178,6 +228,17 @@ _SIGNATURES = {
                                            POINTER(c_void_p)]),
     "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
     "devmm_ffi_dtype_pack": (c_uint32, [DType]),
+    # observability (#12): tracking options and history, memory logs, out-of-memory reports
+    "devmm_tracking_adaptor_create_ex": (c_int, [_P, POINTER(TrackingOptions),
+                                                 POINTER(c_void_p)]),
+    "devmm_tracking_history": (c_int, [_P, POINTER(TrackingEvent), c_size_t, POINTER(c_size_t),
+                                       POINTER(c_size_t), POINTER(c_uint64), POINTER(c_uint64)]),
+    "devmm_tracking_describe": (c_int, [_P, c_uint64, _P, c_size_t]),
+    "devmm_tracking_foreach": (c_int, [_P, _P, _P]),
+    "devmm_frame_describe": (c_int, [_P, _P, c_size_t]),
+    "devmm_log_read": (c_int, [c_char_p, POINTER(POINTER(Log))]),
+    "devmm_log_free": (None, [POINTER(Log)]),
+    "devmm_last_oom": (c_int, [POINTER(OomReport)]),
 }
 
 
@@ -215,7 +276,12 @@ def error(status: int) -> errors.DevmmError:
     """The exception for a failed call (reads this thread's C message)."""
     name = _bound("status_name")(status).decode()
     message = _bound("last_error")().decode(errors="replace")
-    return _BY_NAME.get(name, errors.DevmmError)(message, name)
+    exc = _BY_NAME.get(name, errors.DevmmError)(message, name)
+    if name == "DEVMM_ENOMEM":  # the explanation's figures, from C (devmm_last_oom)
+        rep = OomReport(struct_size=ctypes.sizeof(OomReport))
+        if _bound("last_oom")(ctypes.byref(rep)) == 0:
+            exc._set_figures(rep)
+    return exc
 
 
 def check(status: int) -> None:
@@ -227,6 +293,12 @@ def check(status: int) -> None:
 def failed() -> errors.DevmmError:
     """The exception for a built-in that answered None: this thread's last devmm error."""
     return error(_bound("last_status")())
+
+
+def plugin_library(path: str) -> ctypes.CDLL:
+    """A loaded plugin's own shared object (the same handle devmm's loader holds), for the
+    entry points a plugin exports besides its descriptor (devmm-sim's test entry)."""
+    return ctypes.CDLL(path)
 
 # ----------------------------------------------------------------------------- built-ins
 

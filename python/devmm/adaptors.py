@@ -140,6 +140,10 @@ class LimitingAdaptor(MemoryResource):
     Traceback (most recent call last):
     ...
     devmm.errors.OutOfMemoryError: out of memory: allocating 2000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 1000 bytes (0 bytes in use)
+      request: 1.95 KiB (2000 bytes) on cpu through limiting(cpu.malloc)
+      devmm on cpu: 0 B in use through limiting(cpu.malloc) (peak unknown: no statistics adaptor in the stack)
+      device: 1000 B free of 1000 B
+      (a tracking adaptor in the stack would list the largest live allocations)
     """
 
     __slots__ = ()
@@ -162,7 +166,9 @@ class LimitingAdaptor(MemoryResource):
 
 class TrackingAdaptor(MemoryResource):
     """Records every live allocation: find the allocation containing any address, list the
-    outstanding ones (with backtraces when ``backtraces=True``).
+    outstanding ones (with C backtraces when ``backtraces=True``, with the allocating Python
+    stack, at most ``python_stack`` frames, when it is > 0). ``history=N`` keeps the last N
+    allocate/free events for :func:`devmm.snapshot` timelines.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -175,9 +181,15 @@ class TrackingAdaptor(MemoryResource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: MemoryResource, backtraces: bool = False) -> None:
+    def __init__(self, upstream: MemoryResource, backtraces: bool = False,
+                 python_stack: int = 0, history: int = 0) -> None:
         up = _upstream(upstream)
-        super().__init__(_new(_lib.tracking_adaptor_create, up._h, 1 if backtraces else 0), up)
+        if python_stack or history:  # the options (devmm._pystack); none of their cost otherwise
+            from ._pystack import create
+            h = create(up._h, backtraces, python_stack, history)
+        else:
+            h = _new(_lib.tracking_adaptor_create, up._h, 1 if backtraces else 0)
+        super().__init__(h, up)
 
     @property
     def outstanding(self) -> tuple[int, int]:
@@ -187,14 +199,20 @@ class TrackingAdaptor(MemoryResource):
         return c.value, b.value
 
     def lookup(self, address: int) -> dict:
-        """The live allocation containing address (KeyError if none)."""
+        """The live allocation containing address (KeyError if none); ``python_stack`` lists
+        ``(file, line, function)`` innermost first when Python stacks are recorded."""
         info = _lib.AllocationInfo()
         rc = _lib.tracking_lookup(self._h, address, ctypes.byref(info))
         if rc:
             raise KeyError(_lib.last_error().decode())
+        stack = []
+        if info.tag:
+            from ._pystack import stack_of
+            stack = stack_of(info.tag)
         return {"ptr": info.ptr, "bytes": info.bytes, "alignment": info.alignment,
                 "stream": info.stream, "thread_id": info.thread_id,
-                "frames": [info.frames[i] for i in range(info.nframes)]}
+                "frames": [info.frames[i] for i in range(info.nframes)],
+                "time_ns": info.time_ns, "python_stack": stack}
 
     def report(self) -> str:
         """A human-readable list of the live allocations."""
@@ -257,6 +275,10 @@ class FailureCallbackAdaptor(MemoryResource):
     Traceback (most recent call last):
     ...
     devmm.errors.OutOfMemoryError: out of memory: allocating 1000 bytes through 'limiting(cpu.malloc)' would exceed its limit of 100 bytes (0 bytes in use) (failure callback gave up after 3 attempts)
+      request: 1000 B (1000 bytes) on cpu through failure_callback(limiting(cpu.malloc))
+      devmm on cpu: 0 B in use through limiting(cpu.malloc) (peak unknown: no statistics adaptor in the stack)
+      device: 100 B free of 100 B
+      (a tracking adaptor in the stack would list the largest live allocations)
     """
 
     __slots__ = ()
@@ -312,12 +334,38 @@ def _report(where: str, e: BaseException) -> int:
     return _lib.set_error(code, b"%s", msg.encode(errors="replace"))
 
 
+_RUNTIME_PLUGINS = {_C["DEVMM_DEVICE_CUDA"]: "cuda", _C["DEVMM_DEVICE_ROCM"]: "rocm",
+                    _C["DEVMM_DEVICE_SIM"]: "sim"}
+
+
+def _device_runtime(device) -> Optional[MemoryResource]:
+    """The runtime resource (``<plugin>.device``) of a device with streams, whose copy, memset
+    and stream ops serve a callback resource on that device; None when no plugin serves it."""
+    from .errors import DevmmError
+    from .mrs._kind import create_resource
+    from .resource import format_device
+    plugin = _RUNTIME_PLUGINS.get(device.device_type)
+    if plugin is None:
+        return None
+    try:
+        r = create_resource(f"{plugin}.device", device.device_id)
+    except DevmmError:
+        return None
+    return r if format_device(device) == r.device else None
+
+
 class CallbackMemoryResource(MemoryResource):
     """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
     ``deallocate(ptr, nbytes, alignment, stream)``. It works under every adaptor and with
     :func:`devmm.empty`; an exception in a callback becomes a devmm error carrying its
     message (``MemoryError`` becomes :class:`OutOfMemoryError`). Free what it allocated
     before the interpreter exits: after that its frees are skipped.
+
+    On a device with streams (``cuda:N``, ``rocm:N``, ``sim:N``), copies, memsets and stream
+    ordering go through ``runtime``, a resource of the same device (default: the device's
+    ``<plugin>.device``, when a plugin serves it): a Python allocator rarely brings them.
+    ``host_accessible`` (default: from the device) says the CPU may touch the memory: the CPU
+    then copies and fills it.
 
     >>> import ctypes
     >>> keep = {}
@@ -336,7 +384,9 @@ class CallbackMemoryResource(MemoryResource):
 
     def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
                  deallocate: Callable[[int, int, int, Optional[int]], object],
-                 device: str = "cpu", name: str = "python") -> None:
+                 device: str = "cpu", name: str = "python",
+                 runtime: Optional[MemoryResource] = None,
+                 host_accessible: Optional[bool] = None) -> None:
         def alloc(_user: int, nbytes: int, alignment: int, stream: int, out) -> int:
             try:
                 ptr = allocate(nbytes, alignment, stream)
@@ -359,18 +409,22 @@ class CallbackMemoryResource(MemoryResource):
         fns = (_ALLOC_FN(alloc), _FREE_FN(free))
         d = parse_device(device)
         flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if _lib.device_host_accessible(d) else 0
+        if host_accessible is not None:
+            flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if host_accessible else 0
+        if runtime is None and not flags:
+            runtime = _device_runtime(d)
         # The trampolines live until the C resource is destroyed (it can outlive this object:
         # buffers and DLPack exports hold it), then _destroy drops them.
         key = id(fns)
         _LIVE[key] = fns
         try:
-            h = _new(_lib.callback_resource_create, ctypes.cast(fns[0], ctypes.c_void_p),
+            h = _new(_lib.callback_resource_create_ex, ctypes.cast(fns[0], ctypes.c_void_p),
                      ctypes.cast(fns[1], ctypes.c_void_p), _DESTROY_PTR, key, d, name.encode(),
-                     flags)
+                     flags, runtime.handle if runtime is not None else None)
         except BaseException:
             _LIVE.pop(key, None)
             raise
-        super().__init__(h)
+        super().__init__(h)  # the C resource holds the runtime
 
 
 # The Python class of each adaptor type C reports (devmm_adaptor_kind): how a stack built from

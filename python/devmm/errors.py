@@ -17,7 +17,45 @@ class DevmmError(Exception):
 
 
 class OutOfMemoryError(DevmmError, MemoryError):
-    """A resource (or a limiting adaptor) could not allocate."""
+    """A resource (or a limiting adaptor) could not allocate.
+
+    When devmm refused an allocation, the message explains it and the figures are attributes,
+    read from C (``devmm_last_oom``), ``None`` where unknown: ``device``, ``stack`` (the
+    resource the request went to), ``requested_bytes``, ``alignment``, ``reason`` (what the
+    refusing layer said), ``current_bytes`` and ``peak_bytes`` (devmm's, from the stack's
+    statistics or limiting adaptor named by ``counted_by``), ``free_bytes`` and
+    ``total_bytes`` (the device as the stack reports it), and with a tracking adaptor in the
+    stack ``live_count``, ``live_bytes`` and ``largest``: the largest live allocations as
+    ``(ptr, bytes, thread_id, where)`` tuples, largest first.
+    """
+
+    device = stack = reason = counted_by = None
+    requested_bytes = alignment = current_bytes = peak_bytes = None
+    free_bytes = total_bytes = live_count = live_bytes = None
+    largest: tuple = ()
+
+    def _set_figures(self, rep: object) -> None:
+        """Copies the figures of a C devmm_oom_report (``_lib.OomReport``)."""
+        from .resource import format_device
+        text, known = _text, _known
+        self.device = format_device(rep.device)
+        self.stack, self.reason, self.counted_by = text(rep.stack), text(rep.reason), \
+            text(rep.counted_by)
+        self.requested_bytes, self.alignment = rep.requested_bytes, rep.alignment
+        self.current_bytes, self.peak_bytes = known(rep.current_bytes), known(rep.peak_bytes)
+        self.free_bytes, self.total_bytes = known(rep.free_bytes), known(rep.total_bytes)
+        if rep.tracking:
+            self.live_count, self.live_bytes = rep.live_count, rep.live_bytes
+            self.largest = tuple((a.ptr, a.bytes, a.thread_id, text(a.where))
+                                 for a in rep.largest[:rep.nlargest])
+
+
+def _text(b: bytes) -> object:
+    return b.decode(errors="replace") or None
+
+
+def _known(v: int) -> object:
+    return None if v < 0 else v
 
 
 class ConfigError(DevmmError):

@@ -45,6 +45,12 @@ _CUDA_DEVICES = frozenset((_CUDA, _CUDA_MANAGED))
 _IS_COPIED = _C["DEVMM_DLPACK_FLAG_IS_COPIED"]
 _CPU_KEY = (_CPU, 0)
 _I64_MAX = (1 << 63) - 1
+# The simulated accelerator (kDLExtDev) follows CUDA's stream rules; memory on these devices is
+# ordered by streams
+_SIM = _C["DEVMM_DEVICE_SIM"]
+_CUDA_RULES = _CUDA_DEVICES | {_SIM}
+_STREAMED = frozenset((_CUDA, _CUDA_MANAGED, _ROCM, _SIM))
+_STREAM_ALL = ctypes.c_void_p(_C["DEVMM_STREAM_ALL"])  # a consumer on streams devmm does not know
 # NumPy's array-interface type strings (little-endian); dtypes without one (bfloat16, the
 # float8 and float4 types) go through DLPack only
 _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2",
@@ -219,15 +225,16 @@ class Tensor:
         """A DLPack capsule of this tensor, per the Array API standard: a versioned capsule
         when ``max_version >= (1, 0)``, else the legacy one; ``copy=True`` (or a ``dl_device``
         that needs it) copies through the resource and sets IS_COPIED; ``copy=False`` when a
-        copy is needed raises ``BufferError``."""
+        copy is needed raises ``BufferError``. On a device with streams the consumer's
+        ``stream`` (None: the default stream) waits for this tensor's; -1 asks for no wait."""
         versioned = max_version is not None and max_version[0] >= 1
-        if (stream is None and not copy and (dl_device is None or dl_device == self._dev or
-                                             tuple(dl_device) == self._dev)):  # the common case
-            cap = _py_dlpack(self._cap, 0, versioned)
+        dev = self._dev
+        if (stream is None and not copy and dev[0] not in _STREAMED and
+                (dl_device is None or dl_device == dev or tuple(dl_device) == dev)):
+            cap = _py_dlpack(self._cap, 0, versioned)  # the common case: host memory
             if cap is None:  # the C message says why
                 raise _export_error()
             return cap
-        dev = self._dev
         target = dev if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
         _check_stream(target[0], stream)  # Array API: the stream is dl_device's when given
         need_copy = target != dev
@@ -242,7 +249,7 @@ class Tensor:
                 raise BufferError(f"__dlpack__: cannot copy {self.device} memory to device "
                                   f"{target}: {e}") from e
             flags |= _IS_COPIED
-        if stream is not None and stream != -1 and dev[0] in (_CUDA, _CUDA_MANAGED, _ROCM):
+        if src._dev[0] in _STREAMED:
             _stream_wait(src, stream)
         cap = _py_dlpack(src._cap, flags, versioned)
         if cap is None:
@@ -321,12 +328,21 @@ class Tensor:
         ``(0, readonly)`` for a tensor with no elements, as the protocol says."""
         if self._dev[0] not in _CUDA_DEVICES:
             raise AttributeError(f"__cuda_array_interface__: {self.device} is not CUDA memory")
+        return self._device_interface()
+
+    def _device_interface(self) -> dict:
+        """The CUDA array interface v3 dict, for any device with CUDA's stream rules (the
+        simulator's tests read it). ``stream`` is the stream a consumer must synchronise with
+        before touching the data: the buffer's (1, the legacy default stream, for the NULL
+        handle), never None, since a memset or a pool allocation may still be queued on it."""
         if self._dt.name not in _TYPESTR:
             raise AttributeError(f"__cuda_array_interface__: dtype {self._dt.name} has no "
                                  f"array-interface type: use DLPack")
         d = self._interface(0)
-        stream = _lib.buffer_stream(_lib.tensor_buffer(self._h))
-        d["stream"] = stream if stream else None
+        buf = _lib.tensor_buffer(self._h)
+        d["stream"] = _lib.buffer_stream(buf) or 1
+        if not _lib.buffer_is_freed(buf):  # its consumer's streams are unknown: a safe free
+            _lib.check(_lib.buffer_stream_wait(buf, _STREAM_ALL))
         return d
 
 
@@ -348,10 +364,11 @@ def _check_stream(device_type: int, stream: Optional[int]) -> None:
         return
     if not isinstance(stream, int):
         raise TypeError(f"__dlpack__: stream must be an int or None, got {type(stream).__name__}")
-    if device_type in _CUDA_DEVICES:
+    if device_type in _CUDA_RULES:
         if stream == 0:
-            raise StreamError("__dlpack__: stream 0 is ambiguous for CUDA; use 1 (legacy "
-                              "default), 2 (per-thread default), -1 (no sync) or a cudaStream_t")
+            rt = "sim (CUDA's rules)" if device_type == _SIM else "CUDA"
+            raise StreamError(f"__dlpack__: stream 0 is ambiguous for {rt}; use 1 (legacy "
+                              f"default), 2 (per-thread default), -1 (no sync) or a stream handle")
     elif device_type == _ROCM:
         if stream in (1, 2):  # the Array API's CUDA streams: not a C constant
             raise StreamError(f"__dlpack__: stream {stream} is not valid for ROCm; use 0 "
@@ -361,12 +378,18 @@ def _check_stream(device_type: int, stream: Optional[int]) -> None:
                           f"{format_device(parse_device((device_type, 0)))} tensors, got {stream}")
 
 
-def _stream_wait(t: Tensor, stream: int) -> None:
-    """Makes the consumer's stream wait for the allocation's stream (an event on CUDA/ROCm)."""
+def _stream_wait(t: Tensor, stream: Optional[int]) -> None:
+    """Hands t's buffer to the consumer's stream: that stream waits for the buffer's (an event
+    on CUDA/ROCm/sim), and the buffer's free is ordered after the consumer. None is the default
+    stream (the Array API's rule); -1: the consumer orders its work itself, nothing waits."""
     buf = _lib.tensor_buffer(t._h)
-    res = _lib.buffer_resource(buf)
-    # CUDA's 1 and 2 are cudaStreamLegacy and cudaStreamPerThread themselves; ROCm's 0 is NULL
-    _lib.check(_lib.stream_wait(res, stream or None, _lib.buffer_stream(buf)))
+    if stream == -1:
+        consumer = _STREAM_ALL
+    elif stream is None or (stream == 1 and t._dev[0] != _ROCM):
+        consumer = None  # the legacy default stream is the NULL handle; ROCm's default is 0
+    else:
+        consumer = stream or None  # CUDA's 2 is cudaStreamPerThread itself; ROCm's 0 is NULL
+    _lib.check(_lib.buffer_stream_wait(buf, consumer))
 
 
 # ----------------------------------------------------------------------------- constructors

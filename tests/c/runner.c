@@ -1,5 +1,5 @@
 /* The Check runner: `test-core SUITE` runs one suite (Meson registers one test per suite);
- * `test-oom oom` is the same runner over the host out-of-memory suite alone.
+ * `test-host-oom host_oom` is the same runner over the host out-of-memory suite alone.
  * A test may skip (testres_skip): when every test that ran skipped, the runner prints the reasons
  * and exits 77, which Meson reports as SKIP; a run where only some skipped fails. */
 #include <check.h>
@@ -11,14 +11,15 @@
 #include "testres.h"
 
 // clang-format off
-#ifdef DEVMM_TEST_OOM /* test-oom: its own executable, since it replaces malloc */
-#define SUITES(X) X(oom)
+#ifdef DEVMM_TEST_HOST_OOM /* test-host-oom: its own executable, since it replaces malloc */
+#define SUITES(X) X(host_oom)
 #else
 #define SUITES(X)                                                              \
   X(error) X(dtype) X(layout) X(resource) X(adaptors) X(statistics)          \
   X(limiting) X(tracking) X(logging) X(aligned) X(failure) X(thread_safe)     \
   X(registry) X(buffer) X(stress) X(config) X(plugins) X(faults)             \
-  X(untrusted) X(interchange) X(setuid)
+  X(untrusted) X(interchange) X(sim_runtime) X(sim_gpu) X(sim_core)         \
+  X(log) X(oom) X(tracking_history) X(setuid)
 #endif
 // clang-format on
 

@@ -1,127 +1,46 @@
-"""GPU checks for tests/gpu/run.sh (one H200; its python3 has torch, CuPy, JAX with CUDA and
-numpy, but no pytest): every CUDA kind, DLPack and __cuda_array_interface__ hand-off to CuPy,
-torch and JAX (zero copy by pointer, values both ways, a non-default stream), statistics and
-limiting over cuda.async, host copies; then the Python side of the GPU benchmark.
-Prints one PASS/FAIL line per check and returns the number of failures."""
+"""GPU checks for tests/gpu/run.sh (one GPU machine whose python3 has torch, CuPy, JAX and numpy,
+but no pytest). Each check runs in a process of its own, so that a crash or a poisoned CUDA
+context never hides the checks after it:
+
+    python3 tests/gpu/test_gpu.py --list      # the checks' names
+    python3 tests/gpu/test_gpu.py NAME        # one check: exit 0 pass, 1 fail, 77 skip (says why)
+    python3 tests/gpu/test_gpu.py bench       # the Python GPU benchmark, with its target line
+
+The simulator (devmm-sim) runs the same stream rules in every `make test`; these checks are
+what only a real GPU can show: torch, CuPy, JAX and RMM on real device memory."""
 
 import sys
 import time
 import traceback
 
 import devmm
-from devmm.mrs.cuda import (CudaAsyncMemoryResource, CudaMemoryResource, ManagedMemoryResource,
-                            PinnedMemoryResource)
 
-RESULTS = []
+CHECKS = {}
+SKIP = 77
 
 
-CHECKS = []
+class Skip(Exception):
+    """A check that cannot run on this machine (the reason is printed)."""
 
 
 def check(fn):
-    """Registers a check; main() runs them in order."""
-    CHECKS.append(fn)
+    CHECKS[fn.__name__] = fn
     return fn
 
 
-def run(fn):
-    try:
-        fn()
-        RESULTS.append(True)
-        print(f"PASS {fn.__name__}", flush=True)
-    except Exception:
-        RESULTS.append(False)
-        print(f"FAIL {fn.__name__}\n{traceback.format_exc()}", flush=True)
+def torch():
+    import torch as t
+    return t
 
 
-def imports():
-    import cupy
-    import jax
-    import numpy
-    import torch
-    return cupy, jax, numpy, torch
+def cupy():
+    import cupy as c
+    return c
 
 
-cupy, jax, np, torch = imports()
-
-
-@check
-def every_cuda_kind_allocate_write_read_free():
-    for r in (CudaMemoryResource(0), CudaAsyncMemoryResource(0), ManagedMemoryResource(0),
-              ManagedMemoryResource(0, advise="read_mostly", prefetch=True),
-              CudaAsyncMemoryResource(0, pool="own", max_pool_size="1GiB")):
-        stats = devmm.StatisticsAdaptor(r)
-        t = devmm.zeros((256, 1024), "float32", resource=stats)
-        assert stats.current_bytes == 1 << 20, (r.name, stats.current_bytes)
-        x = torch.from_dlpack(t)
-        assert x.device.type == "cuda" and float(x.sum()) == 0.0, r.name
-        x.fill_(2.0)
-        torch.cuda.synchronize()
-        back = t.copy("cpu")  # device -> host through the resource's copy op
-        host = np.from_dlpack(back)
-        assert host.shape == (256, 1024) and (host == 2.0).all(), r.name
-        t.buffer.free()
-        del x
-        torch.cuda.synchronize()
-        assert stats.current_bytes == 0, (r.name, stats.current_bytes)
-    p = PinnedMemoryResource()
-    t = devmm.empty(1000, "int32", resource=p)
-    assert t.__dlpack_device__() == (3, 0)
-    a = np.asarray(t)  # pinned memory is host memory
-    a[...] = 7
-    assert a.sum() == 7000
-
-
-@check
-def dlpack_zero_copy_torch_cupy_jax_both_ways():
-    devmm.init()  # the usual lookup: run.sh points DEVMM_CONFIG at devmm-gpu.ini
-    t = devmm.zeros((64, 64), "float32", device="cuda:0")
-    x = torch.from_dlpack(t)
-    c = cupy.from_dlpack(t)
-    assert x.data_ptr() == t.data_ptr == c.data.ptr
-    x.fill_(3.0)
-    torch.cuda.synchronize()
-    assert float(c.sum()) == 3.0 * 64 * 64  # torch -> cupy through the same memory
-    c[...] = 5.0
-    cupy.cuda.runtime.deviceSynchronize()
-    assert float(x.sum()) == 5.0 * 64 * 64  # cupy -> torch
-    j = jax.dlpack.from_dlpack(t)
-    assert j.unsafe_buffer_pointer() == t.data_ptr and float(j.sum()) == 5.0 * 64 * 64
-    # torch >= 2.9 takes versioned capsules
-    cap = t.__dlpack__(max_version=(1, 1), stream=-1)
-    assert "dltensor_versioned" in repr(cap)
-
-
-@check
-def cuda_array_interface_zero_copy():
-    t = devmm.zeros((10, 3), "float64", device="cuda:0",
-                    layout=devmm.Aligned(devmm.RowMajor(), 256))
-    cai = t.__cuda_array_interface__
-    assert cai["version"] == 3 and cai["strides"] == (256, 8)
-    c = cupy.asarray(t)
-    assert c.data.ptr == t.data_ptr and c.strides == (256, 8)
-    c[...] = 1.0
-    cupy.cuda.runtime.deviceSynchronize()
-    assert float(torch.from_dlpack(t).sum()) == 30.0
-
-
-@check
-def stream_semantics_with_a_non_default_stream():
-    producer = torch.cuda.Stream()
-    r = CudaAsyncMemoryResource(0)
-    n = 1 << 24
-    t = devmm.empty(n, "float32", resource=r, stream=producer.cuda_stream)
-    with torch.cuda.stream(producer):
-        torch.cuda._sleep(20_000_000)  # keep the producer busy, then write
-        torch.from_dlpack(t.__dlpack__(stream=-1)).fill_(4.0)
-    consumer = torch.cuda.Stream()
-    with torch.cuda.stream(consumer):
-        # torch passes its current stream; devmm makes it wait for the allocation's stream
-        x = torch.from_dlpack(t)
-        total = float(x.sum())
-    assert total == 4.0 * n, total
-    with pyfail(ValueError, "stream 0 is ambiguous"):
-        t.__dlpack__(stream=0)
+def np():
+    import numpy as n
+    return n
 
 
 class pyfail:
@@ -136,9 +55,198 @@ class pyfail:
         return True
 
 
+def cuda_mrs():
+    from devmm.mrs import cuda
+    return cuda
+
+
+# ------------------------------------------------------------------ every kind, on its own
+
+def _round_trip(r, consumer):
+    """zeros -> a consumer writes 2.0 -> copy to the host -> free: statistics back to 0."""
+    stats = devmm.StatisticsAdaptor(r)
+    t = devmm.zeros((256, 1024), "float32", resource=stats)
+    assert stats.current_bytes == 1 << 20, (r.name, stats.current_bytes)
+    consumer(t)
+    host = np().from_dlpack(t.copy("cpu"))  # device -> host through the device's runtime
+    assert host.shape == (256, 1024) and (host == 2.0).all(), r.name
+    t.buffer.free()
+    torch().cuda.synchronize()
+    assert stats.current_bytes == 0, (r.name, stats.current_bytes)
+
+
+def _torch_fill(t):
+    x = torch().from_dlpack(t)
+    assert x.device.type == "cuda" and float(x.sum()) == 0.0
+    x.fill_(2.0)
+    torch().cuda.synchronize()
+
+
+def _cupy_fill(t):
+    # torch.from_dlpack refuses kDLCUDAManaged (pytorch issue 96318): CuPy reads the CUDA array
+    # interface, which carries no device type
+    c = cupy().asarray(t)
+    assert float(c.sum()) == 0.0
+    c[...] = 2.0
+    cupy().cuda.runtime.deviceSynchronize()
+
+
+@check
+def kind_cuda_device():
+    _round_trip(cuda_mrs().CudaMemoryResource(0), _torch_fill)
+
+
+@check
+def kind_cuda_async_default_pool():
+    _round_trip(cuda_mrs().CudaAsyncMemoryResource(0), _torch_fill)
+
+
+@check
+def kind_cuda_async_own_pool():
+    _round_trip(cuda_mrs().CudaAsyncMemoryResource(0, pool="own", max_pool_size="1GiB",
+                                                  release_threshold="256MiB"), _torch_fill)
+    with pyfail(devmm.DevmmError, "release_threshold needs pool = own"):
+        cuda_mrs().CudaAsyncMemoryResource(0, release_threshold="1GiB")
+
+
+@check
+def kind_cuda_managed():
+    _round_trip(cuda_mrs().ManagedMemoryResource(0), _cupy_fill)
+    try:  # what torch does with managed memory, for the record
+        torch().from_dlpack(devmm.zeros(4, "float32", resource=cuda_mrs().ManagedMemoryResource(0)))
+        print("info: torch.from_dlpack accepts kDLCUDAManaged here")
+    except Exception as e:
+        print(f"info: torch.from_dlpack refuses kDLCUDAManaged: {e}")
+
+
+@check
+def kind_cuda_managed_advise_prefetch():
+    _round_trip(cuda_mrs().ManagedMemoryResource(0, advise="read_mostly", prefetch=True),
+                _cupy_fill)
+
+
+@check
+def kind_cuda_pinned_zeros_then_host_read():
+    # zeros() queues a cudaMemsetAsync: it must be done before zeros() returns on host memory
+    p = cuda_mrs().PinnedMemoryResource()
+    for _ in range(20):
+        t = devmm.zeros(16 << 20, "uint8", resource=p)
+        assert t.__dlpack_device__() == (3, 0)
+        assert not np().asarray(t).any()
+        t.buffer.free()
+    t = devmm.empty(1000, "int32", resource=p)
+    a = np().asarray(t)  # pinned memory is host memory
+    a[...] = 7
+    assert a.sum() == 7000
+    import os
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    free, total = p.mem_info()  # the host's memory, not the GPU's
+    assert abs(total - host) < host // 100, (total, host)
+
+
+# ------------------------------------------------------------------ hand-over and copies
+
+@check
+def host_device_copies_both_ways():
+    n = np()
+    a = n.arange(1 << 20, dtype=n.float32)
+    h = devmm.empty(1 << 20, "float32")
+    n.from_dlpack(h)[...] = a
+    d = h.copy("cuda:0")  # host -> device: through the device's runtime
+    assert d.device == "cuda:0"
+    assert bool((torch().from_dlpack(d).cpu().numpy() == a).all())
+    back = n.from_dlpack(d, device="cpu")  # dl_device=(kDLCPU, 0): a device -> host copy
+    assert (back == a).all()
+    cap = h.__dlpack__(dl_device=(2, 0))  # host -> device by DLPack (a legacy capsule)
+    x = torch().from_dlpack(cap)
+    assert x.device.type == "cuda" and float(x[-1]) == float(a[-1])
+    with pyfail(BufferError, "needs a copy"):
+        d.__dlpack__(dl_device=(1, 0), copy=False)
+    padded = devmm.zeros((10, 3), "float64", device="cuda:0",
+                         layout=devmm.Aligned(devmm.RowMajor(), 256))
+    assert padded.copy("cpu").strides == (3, 1)
+
+
+@check
+def dlpack_zero_copy_torch_cupy_jax_both_ways():
+    import jax
+    devmm.init()  # the usual lookup: run.sh points DEVMM_CONFIG at devmm-gpu.ini
+    t = devmm.zeros((64, 64), "float32", device="cuda:0")
+    x = torch().from_dlpack(t)
+    c = cupy().from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr == c.data.ptr
+    x.fill_(3.0)
+    torch().cuda.synchronize()
+    assert float(c.sum()) == 3.0 * 64 * 64  # torch -> cupy through the same memory
+    c[...] = 5.0
+    cupy().cuda.runtime.deviceSynchronize()
+    assert float(x.sum()) == 5.0 * 64 * 64  # cupy -> torch
+    j = jax.dlpack.from_dlpack(t)
+    assert j.unsafe_buffer_pointer() == t.data_ptr and float(j.sum()) == 5.0 * 64 * 64
+    cap = t.__dlpack__(max_version=(1, 1), stream=-1)  # torch >= 2.9 takes versioned capsules
+    assert "dltensor_versioned" in repr(cap)
+
+
+@check
+def cuda_array_interface_default_and_own_stream():
+    t = devmm.zeros((10, 3), "float64", device="cuda:0",
+                    layout=devmm.Aligned(devmm.RowMajor(), 256))
+    cai = t.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["strides"] == (256, 8)
+    assert cai["stream"] == 1  # the memset is queued on the legacy default stream, not "None"
+    c = cupy().asarray(t)
+    assert c.data.ptr == t.data_ptr and c.strides == (256, 8)
+    c[...] = 1.0
+    cupy().cuda.runtime.deviceSynchronize()
+    assert float(torch().from_dlpack(t).sum()) == 30.0
+    s = cupy().cuda.Stream(non_blocking=True)
+    u = devmm.zeros(1 << 20, "float32", resource=cuda_mrs().CudaAsyncMemoryResource(0),
+                    stream=s.ptr)
+    assert u.__cuda_array_interface__["stream"] == s.ptr
+    with cupy().cuda.Stream(non_blocking=True):  # CuPy synchronises with the reported stream
+        assert float(cupy().asarray(u).sum()) == 0.0
+
+
+@check
+def stream_semantics_with_a_non_default_stream():
+    t_ = torch()
+    producer = t_.cuda.Stream()
+    r = cuda_mrs().CudaAsyncMemoryResource(0)
+    n = 1 << 24
+    t = devmm.empty(n, "float32", resource=r, stream=producer.cuda_stream)
+    with t_.cuda.stream(producer):
+        t_.cuda._sleep(20_000_000)  # keep the producer busy, then write
+        t_.from_dlpack(t.__dlpack__(stream=-1)).fill_(4.0)
+    consumer = t_.cuda.Stream()
+    with t_.cuda.stream(consumer):
+        # torch passes its current stream; devmm makes it wait for the allocation's stream
+        x = t_.from_dlpack(t)
+        total = float(x.sum())
+    assert total == 4.0 * n, total
+    with pyfail(ValueError, "stream 0 is ambiguous"):
+        t.__dlpack__(stream=0)
+
+
+@check
+def free_after_the_consumer_on_its_own_stream():
+    # the owner frees; torch's queued work on its stream still reads the memory: the free waits
+    t_ = torch()
+    r = devmm.StatisticsAdaptor(cuda_mrs().CudaAsyncMemoryResource(0))
+    t = devmm.zeros(1 << 24, "float32", resource=r)
+    s = t_.cuda.Stream()
+    with t_.cuda.stream(s):
+        x = t_.from_dlpack(t)
+        t_.cuda._sleep(20_000_000)
+        total = x.sum()
+    t.buffer.free()
+    del x, t
+    devmm._lib.deferred_frees_wait()
+    assert float(total) == 0.0 and r.current_bytes == 0
+
+
 @check
 def statistics_and_limiting_over_cuda_async():
-    base = CudaAsyncMemoryResource(0)
+    base = cuda_mrs().CudaAsyncMemoryResource(0)
     stats = devmm.StatisticsAdaptor(base)
     lim = devmm.LimitingAdaptor(stats, "64MiB")
     a = devmm.empty(32 << 20, "uint8", resource=lim)
@@ -154,111 +262,168 @@ def statistics_and_limiting_over_cuda_async():
 
 
 @check
-def host_copies_dl_device_and_copy_true():
-    t = devmm.zeros((5, 7), "int32", device="cuda:0")
-    torch.from_dlpack(t).fill_(9)
-    torch.cuda.synchronize()
-    a = np.from_dlpack(t, device="cpu")  # numpy asks for dl_device=(kDLCPU, 0): a host copy
-    assert a.shape == (5, 7) and (a == 9).all()
-    with pyfail(BufferError, "needs a copy"):
-        t.__dlpack__(dl_device=(1, 0), copy=False)
-    cap = t.__dlpack__(max_version=(1, 0), copy=True)
-    assert cap is not None
-
-
-@check
 def devmm_ini_stack_on_cuda():
     devs = {d["device"]: d for d in devmm.devices()}
-    assert devs["cuda:0"]["stack"] == "limiting(statistics(cuda.async))", devs["cuda:0"]
+    assert devs["cuda:0"]["stack"] == "limiting(statistics(cuda.async(own pool)))", devs["cuda:0"]
     r = devmm.get_current_device_resource("cuda:0")
-    assert r.name == "limiting(statistics(cuda.async))"
+    assert r.name == "limiting(statistics(cuda.async(own pool)))"
 
 
 @check
-def cupy_routed_through_devmm():
+def multi_gpu_resource_on_another_device():
+    t_ = torch()
+    if t_.cuda.device_count() < 2:
+        raise Skip(f"{t_.cuda.device_count()} GPU: the multi-device paths need two")
+    t_.cuda.set_device(0)
+    r1 = cuda_mrs().CudaAsyncMemoryResource(1)
+    t = devmm.zeros(1 << 20, "float32", resource=r1)  # memset on cuda:1 from a cuda:0 thread
+    assert not np().from_dlpack(t.copy("cpu")).any()
+    s = t_.cuda.Stream(device=1)
+    with t_.cuda.device(1), t_.cuda.stream(s):
+        assert float(t_.from_dlpack(t).sum()) == 0.0  # an event on cuda:1, recorded there
+
+
+# ------------------------------------------------------------------ bridges
+
+@check
+def cupy_routed_through_devmm_on_its_stream():
     import devmm.interop.cupy
-    from devmm.mrs.cupy import CupyPoolResource
-    stats = devmm.StatisticsAdaptor(CudaAsyncMemoryResource(0))
-    with devmm.interop.cupy.use_devmm(stats):
-        a = cupy.arange(1000, dtype=cupy.float64)
+    stats = devmm.StatisticsAdaptor(cuda_mrs().CudaAsyncMemoryResource(0))
+    s = cupy().cuda.Stream(non_blocking=True)
+    with devmm.interop.cupy.use_devmm(stats), s:
+        a = cupy().arange(1000, dtype=cupy().float64)
         assert stats.current_bytes >= 8000 and float(a.sum()) == 499500.0
         del a
-    cupy.get_default_memory_pool().free_all_blocks()
+    cupy().get_default_memory_pool().free_all_blocks()
+    s.synchronize()
     assert stats.current_bytes == 0, stats.current_bytes
-    pool = devmm.StatisticsAdaptor(CupyPoolResource())
-    t = devmm.zeros(1 << 16, "uint8", resource=pool)  # devmm over CuPy's pool
-    assert pool.current_bytes == 1 << 16 and float(cupy.from_dlpack(t).sum()) == 0.0
-    t.buffer.free()
 
 
 @check
-def rmm_bridge_kinds():
+def cupy_pool_under_devmm_adaptors():
+    from devmm.mrs.cupy import CupyPoolResource
+    pool = devmm.StatisticsAdaptor(CupyPoolResource())
+    t = devmm.zeros(1 << 16, "uint8", resource=pool)  # memset through cuda.device
+    assert pool.current_bytes == 1 << 16 and float(cupy().from_dlpack(t).sum()) == 0.0
+    s = cupy().cuda.Stream(non_blocking=True)
+    u = devmm.zeros(1 << 16, "uint8", resource=pool, stream=s.ptr)
+    assert float(cupy().from_dlpack(u).sum()) == 0.0
+    t.buffer.free()
+    u.buffer.free()
+
+
+@check
+def rmm_bridge_kinds_on_a_torch_stream():
     from devmm.mrs import create_resource
+    t_ = torch()
+    s = t_.cuda.Stream()
     for kind, opts in (("rmm.current", {}), ("rmm.pool", {"upstream": "async",
                                                           "initial_pool_size": "64MiB"}),
                        ("rmm.arena", {"upstream": "cuda"})):
         stats = devmm.StatisticsAdaptor(create_resource(kind, 0, **opts))
-        t = devmm.zeros((1024, 256), "float32", resource=stats)
-        x = torch.from_dlpack(t)
-        x.fill_(1.0)
-        assert float(x.sum()) == 1024 * 256, kind
+        t = devmm.zeros((1024, 256), "float32", resource=stats, stream=s.cuda_stream)
+        with t_.cuda.stream(t_.cuda.Stream()):  # another stream: devmm makes it wait for s
+            x = t_.from_dlpack(t)
+            x.add_(1.0)
+            assert float(x.sum()) == 1024 * 256, kind
         t.buffer.free()
         del x
-        torch.cuda.synchronize()
+        t_.cuda.synchronize()
+        devmm._lib.deferred_frees_wait()
         assert stats.current_bytes == 0, kind
 
 
 @check
-def rmm_current_shares_rapids_pool():
-    import rmm  # installed from the carried wheels by run.sh
+def rmm_current_frees_to_the_resource_that_allocated():
+    import rmm
     from devmm.mrs import create_resource
-    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 28)
-    counted = rmm.mr.StatisticsResourceAdaptor(pool)
-    rmm.mr.set_current_device_resource(counted)  # what RAPIDS uses from now on
+    first = rmm.mr.StatisticsResourceAdaptor(
+        rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=1 << 28))
+    rmm.mr.set_current_device_resource(first)  # what RAPIDS uses from now on
     r = create_resource("rmm.current", 0)
     t = devmm.zeros(1 << 20, "uint8", resource=r)  # devmm allocates from RAPIDS' pool
-    assert counted.allocation_counts.current_bytes >= 1 << 20, counted.allocation_counts
+    assert first.allocation_counts.current_bytes >= 1 << 20, first.allocation_counts
+    second = rmm.mr.StatisticsResourceAdaptor(rmm.mr.CudaMemoryResource())
+    rmm.mr.set_current_device_resource(second)  # as rmm.reinitialize() does
+    t.buffer.free()  # back to `first`, which allocated it
+    torch().cuda.synchronize()
+    assert first.allocation_counts.current_bytes == 0, first.allocation_counts
+    assert second.allocation_counts.current_bytes == 0, second.allocation_counts
+
+
+@check
+def rmm_resource_under_devmm_on_a_stream():
+    import rmm
+    from devmm.interop.rmm import from_rmm_resource
+    t_ = torch()
+    s = t_.cuda.Stream()
+    r = devmm.StatisticsAdaptor(from_rmm_resource(rmm.mr.CudaAsyncMemoryResource(), "cuda:0"))
+    t = devmm.zeros(1 << 20, "uint8", resource=r, stream=s.cuda_stream)  # memset: cuda.device
+    with t_.cuda.stream(t_.cuda.Stream()):
+        assert int(t_.from_dlpack(t).sum()) == 0
     t.buffer.free()
-    torch.cuda.synchronize()
-    assert counted.allocation_counts.current_bytes == 0, counted.allocation_counts
+    t_.cuda.synchronize()
+    devmm._lib.deferred_frees_wait()
+    assert r.current_bytes == 0
 
 
-def torch_routing():
-    """In a fresh process (before torch touches CUDA): torch's allocations go through devmm."""
+@check
+def torch_routed_through_devmm():
+    """A fresh process (run.sh runs each check in one): torch's allocations go through devmm."""
     import devmm.interop.torch
     devmm.init()
     devmm.interop.torch.use_devmm()
     stack = devmm.get_current_device_resource("cuda:0")  # limiting(statistics(cuda.async))
     stats = devmm.StatisticsAdaptor.find(stack)
     before = stats.current_bytes
-    x = torch.empty(1 << 22, dtype=torch.float32, device="cuda")
+    t_ = torch()
+    x = t_.empty(1 << 22, dtype=t_.float32, device="cuda")
     assert stats.current_bytes - before >= 4 << 22, (before, stats.current_bytes)
     x.fill_(1.0)
     assert float(x.sum()) == float(1 << 22)
     del x
-    torch.cuda.synchronize()
-    print(f"PASS torch_routed_through_devmm (statistics saw {stats.total_bytes} bytes)")
+    t_.cuda.synchronize()
+    print(f"info: statistics saw {stats.total_bytes} bytes from torch")
 
+
+@check
+def torch_routed_out_of_memory_is_an_exception():
+    """Over the limit, torch raises (it used to get NULL: a tensor at address 0), and the CUDA
+    context keeps working."""
+    import devmm.interop.torch
+    devmm.init()
+    lim = devmm.LimitingAdaptor(cuda_mrs().CudaAsyncMemoryResource(0), "64MiB")
+    devmm.set_current_device_resource(lim, "cuda:0")
+    devmm.interop.torch.use_devmm()
+    t_ = torch()
+    with pyfail(RuntimeError, "out of memory"):
+        t_.empty(128 << 20, dtype=t_.uint8, device="cuda")
+    x = t_.ones(1 << 20, dtype=t_.float32, device="cuda")  # the context still works
+    assert float(x.sum()) == float(1 << 20)
+
+
+# ------------------------------------------------------------------ benchmark
 
 def bench():
     """devmm.empty over cuda.async vs torch's caching allocator vs CuPy's pool, from Python."""
+    t_, c_ = torch(), cupy()
     devmm.init()
-    r = CudaAsyncMemoryResource(0, release_threshold="8GiB")
+    r = cuda_mrs().CudaAsyncMemoryResource(0, pool="own", release_threshold="8GiB")
     rows = []
     for n in (256, 65536, 1 << 20, 16 << 20, 64 << 20):
         def best(fn, iters=2000):
             out = []
             for _ in range(5):
-                torch.cuda.synchronize()
+                t_.cuda.synchronize()
                 t0 = time.perf_counter()
                 for _ in range(iters):
                     fn()
-                torch.cuda.synchronize()
+                t_.cuda.synchronize()
                 out.append((time.perf_counter() - t0) / iters * 1e9)
             return min(out)
         d = best(lambda: devmm.empty(n, "uint8", resource=r).buffer.free())
-        t = best(lambda: torch.empty(n, dtype=torch.uint8, device="cuda"))
-        c = best(lambda: cupy.empty(n, dtype=cupy.uint8))
+        t = best(lambda: t_.empty(n, dtype=t_.uint8, device="cuda"))
+        c = best(lambda: c_.empty(n, dtype=c_.uint8))
         rows.append((n, d, t, c))
     print("Python GPU benchmark: ns per allocate+free from Python (best of 5 x 2000)")
     print(f"{'size':>10} {'devmm cuda.async':>17} {'torch caching':>14} {'cupy pool':>10} "
@@ -271,15 +436,28 @@ def bench():
           f"{'MET' if ok else 'MISSED'}")
 
 
-if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "bench":
+def main(argv):
+    if argv[1:] == ["--list"]:
+        print("\n".join(CHECKS))
+        return 0
+    if argv[1:] == ["bench"]:
         bench()
-        sys.exit(0)
-    if len(sys.argv) > 1 and sys.argv[1] == "torch-routing":
-        torch_routing()
-        sys.exit(0)
-    for fn in CHECKS:
-        run(fn)
-    failed = RESULTS.count(False)
-    print(f"python GPU checks: {RESULTS.count(True)} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+        return 0
+    if len(argv) != 2 or argv[1] not in CHECKS:
+        print(f"usage: test_gpu.py --list | bench | one of {', '.join(CHECKS)}")
+        return 2
+    name = argv[1]
+    try:
+        CHECKS[name]()
+    except Skip as e:
+        print(f"SKIP {name}: {e}", flush=True)
+        return SKIP
+    except Exception:
+        print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        return 1
+    print(f"PASS {name}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

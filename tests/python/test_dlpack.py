@@ -40,7 +40,8 @@ def host_memory_labelled(device):
     Only devmm's Python protocol code is under test; the memory itself is real."""
     c = Counting()
     return devmm.CallbackMemoryResource(c.allocate, c.deallocate, device=device,
-                                        name=f"host-memory-posing-as-{device}")
+                                        name=f"host-memory-posing-as-{device}",
+                                        host_accessible=True)  # the CPU copies it
 
 
 def test_numpy_version_is_a_versioned_consumer():

@@ -16,9 +16,19 @@ ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.
 FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
 
 
+def _torch_shim() -> ctypes.CDLL:
+    """libdevmm-torch, next to libdevmm (torch's CUDAPluggableAllocator loads it by path)."""
+    import os
+    here = os.path.dirname(_lib.LIBRARY_PATH)
+    return ctypes.CDLL(next(os.path.join(here, n) for n in ("libdevmm-torch.so.0",
+                                                             "libdevmm-torch.so")
+                            if os.path.exists(os.path.join(here, n))))
+
+
 def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():
-    # the exact C signatures torch's CUDAPluggableAllocator calls, found by name as torch does
-    lib = ctypes.CDLL(_lib.LIBRARY_PATH)
+    # the exact C signatures torch's CUDAPluggableAllocator calls, found by name as torch does;
+    # only successful calls here: a failure throws a C++ exception (tests/c/test-torch-alloc.cpp)
+    lib = _torch_shim()
     alloc = ALLOC(("devmm_torch_alloc", lib))
     free = FREE(("devmm_torch_free", lib))
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
@@ -39,10 +49,25 @@ def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():
     finally:
         if prev is not None:
             devmm.set_current_device_resource(prev, device="cuda:7")
-    assert alloc(16, 99, None) is None  # out of range: NULL, which torch reports as OOM
+
+
+def test_torch_allocation_failures_are_statuses_never_null():
+    # torch uses the pointer unchecked: a failure must never look like success with NULL
+    out = ctypes.c_void_p(1)
+    assert _lib.torch_allocate(16, 99, None, ctypes.byref(out)) == -1 and out.value is None
     assert "device 99 out of range" in _lib.last_error().decode()
-    assert alloc(16, 5, None) is None   # no resource for cuda:5 here
+    assert _lib.torch_allocate(16, 5, None, ctypes.byref(out)) == -5 and out.value is None
     assert "no current resource for device cuda:5" in _lib.last_error().decode()
+    limited = devmm.LimitingAdaptor(MallocMemoryResource(), 1000)
+    prev = devmm.set_current_device_resource(limited, device="cuda:6")
+    try:
+        assert _lib.torch_allocate(4096, 6, None, ctypes.byref(out)) == -2  # DEVMM_ENOMEM
+        assert out.value is None
+        assert ("torch allocation of 4096 bytes on cuda:6: out of memory"
+                in _lib.last_error().decode())
+    finally:
+        if prev is not None:
+            devmm.set_current_device_resource(prev, device="cuda:6")
 
 
 BRIDGES = [("devmm.interop.cupy", "cupy", "cupy-cuda13x", "use_devmm"),

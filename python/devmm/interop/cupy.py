@@ -2,8 +2,8 @@
 
 ``use_devmm(resource=None)`` makes devmm CuPy's allocator (``cupy.cuda.set_allocator``): each
 CuPy allocation is a devmm buffer from ``resource`` (default: the current resource of CuPy's
-current device), freed when CuPy drops it. As a context manager it restores the previous
-allocator on exit.
+current device), ordered on CuPy's current stream (as CuPy's own pool does) and freed when
+CuPy drops it. As a context manager it restores the previous allocator on exit.
 
     import devmm.interop.cupy
     with devmm.interop.cupy.use_devmm(stats):
@@ -35,7 +35,10 @@ class use_devmm:
             device = cupy.cuda.runtime.getDevice()
             r = resource if resource is not None else get_current_device_resource(
                 f"cuda:{device}")
-            buf = Buffer(size, resource=r)  # freed when CuPy lets go of the memory
+            # CuPy's current stream: the allocation and the free are ordered on it, like the
+            # work CuPy queues on this memory (0, the legacy default stream, is devmm's NULL)
+            stream = cupy.cuda.get_current_stream().ptr or None
+            buf = Buffer(size, resource=r, stream=stream)  # freed when CuPy lets go
             mem = cupy.cuda.UnownedMemory(buf.ptr, size, buf, device)
             return cupy.cuda.MemoryPointer(mem, 0)
 

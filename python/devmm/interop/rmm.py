@@ -35,8 +35,25 @@ def as_rmm_resource(resource: MemoryResource) -> object:
                                                            stream=_stream_handle(stream) or None))
 
 
+class _Handle:
+    """A raw stream handle speaking the ``__cuda_stream__`` protocol, for RMM's Stream."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def _rmm_stream(stream: object) -> object:
+    """devmm's stream (an int handle or None, the default stream) as RMM's Stream."""
+    from rmm.pylibrmm.stream import DEFAULT_STREAM, Stream
+    return DEFAULT_STREAM if not stream else Stream(_Handle(int(stream)))
+
+
 def from_rmm_resource(mr: object, device: str = "cuda:0") -> CallbackMemoryResource:
-    """A devmm resource on device that allocates from an RMM resource."""
-    return CallbackMemoryResource(lambda n, a, s: mr.allocate(n),
-                                  lambda p, n, a, s: mr.deallocate(p, n),
+    """A devmm resource on device that allocates from an RMM resource, on devmm's stream
+    (copies and stream order come from the device's runtime: see CallbackMemoryResource)."""
+    return CallbackMemoryResource(lambda n, a, s: mr.allocate(n, _rmm_stream(s)),
+                                  lambda p, n, a, s: mr.deallocate(p, n, _rmm_stream(s)),
                                   device=device, name="rmm")

@@ -1,10 +1,13 @@
 """Route PyTorch's CUDA allocations through devmm.
 
-``use_devmm()`` installs libdevmm's ``devmm_torch_alloc``/``devmm_torch_free`` as torch's
+``use_devmm()`` installs libdevmm-torch's ``devmm_torch_alloc``/``devmm_torch_free`` as torch's
 ``CUDAPluggableAllocator``: every CUDA tensor torch makes then comes from the current devmm
 resource of its device (say ``statistics(limiting(cuda.async))`` from devmm.ini), so devmm's
-limits, statistics and logs cover torch too. Call it before torch's first CUDA allocation; after
-that torch refuses to swap allocators, and this raises a clear error.
+limits, statistics and logs cover torch too. A failed allocation reaches Python as a
+``RuntimeError`` carrying devmm's message ("devmm: ... out of memory: ..."): torch turns the
+C++ exception the allocator throws into one (it has no other way to hear of a failure). Call it
+before torch's first CUDA allocation; after that torch refuses to swap allocators, and this
+raises a clear error.
 
     import devmm.interop.torch
     devmm.interop.torch.use_devmm()
@@ -19,10 +22,22 @@ from . import _require
 torch = _require("torch", "torch", "devmm.interop.torch")
 
 
+def shim_path() -> str:
+    """libdevmm-torch (C++: its allocator throws on failure), next to the loaded libdevmm
+    (``libdevmm-torch.so.0`` in a prefix, ``libdevmm-torch.so`` in the wheel)."""
+    import os
+    here = os.path.dirname(_lib.LIBRARY_PATH)
+    names = ("libdevmm-torch.so.0", "libdevmm-torch.so")
+    for name in names:
+        if here and os.path.exists(os.path.join(here, name)):
+            return os.path.join(here, name)
+    return names[0]  # the dynamic loader's own search
+
+
 def use_devmm() -> object:
     """Makes devmm torch's CUDA allocator; returns the ``CUDAPluggableAllocator``."""
     from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
-    alloc = CUDAPluggableAllocator(_lib.LIBRARY_PATH, "devmm_torch_alloc", "devmm_torch_free")
+    alloc = CUDAPluggableAllocator(shim_path(), "devmm_torch_alloc", "devmm_torch_free")
     try:
         change_current_allocator(alloc)
     except RuntimeError as e:

@@ -47,8 +47,9 @@ def classes(plugin: str, prefix: str, runtime: dict) -> dict:
     Device.__doc__ = f"``{runtime['malloc']}`` / ``{runtime['free']}`` on one device (synchronous)."
     Async.__doc__ = (f"Stream-ordered ``{runtime['pool_malloc']}`` / ``{runtime['free_async']}`` "
                      f"on the device's default pool (``pool=\"default\"``) or a pool of its own "
-                     f"(``pool=\"own\"``, with ``max_pool_size``); ``release_threshold`` (bytes, "
-                     f"\"4GiB\" or \"50%\") keeps freed memory in the pool.")
+                     f"(``pool=\"own\"``, with ``max_pool_size`` and ``release_threshold`` (bytes, "
+                     f"\"4GiB\" or \"50%\"): freed memory the pool keeps; the default pool is "
+                     f"the whole process's, devmm leaves its settings alone).")
     Managed.__doc__ = (f"``{runtime['managed']}``; ``advise`` = None | \"read_mostly\" | "
                        f"\"preferred_location\" | \"accessed_by\" (for this device), "
                        f"``prefetch=True`` moves new memory to the device.")

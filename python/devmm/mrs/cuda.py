@@ -5,7 +5,7 @@ device, creation raises :class:`devmm.DevmmError` with the runtime's reason ("0 
 driver version is insufficient for CUDA runtime version"). On a GPU machine (this runs in tests/gpu/run.sh, not in the CPU doctests)::
 
     from devmm.mrs.cuda import CudaAsyncMemoryResource
-    r = CudaAsyncMemoryResource(device=0, release_threshold="4GiB")
+    r = CudaAsyncMemoryResource(device=0, pool="own", release_threshold="4GiB")
     t = devmm.empty((1024, 1024), "float32", resource=r)
     x = torch.from_dlpack(t)
 """

@@ -1,5 +1,6 @@
 """A CuPy memory pool as a devmm resource: ``CupyPoolResource(pool=None)`` (default: CuPy's
-current pool), so devmm adaptors (statistics, limits, logs) can sit over CuPy's pool.
+current pool), so devmm adaptors (statistics, limits, logs) can sit over CuPy's pool. Copies,
+memsets and stream order go through the device's CUDA runtime (``cuda.device``).
 
     from devmm.mrs.cupy import CupyPoolResource
     stats = devmm.StatisticsAdaptor(CupyPoolResource())
@@ -24,7 +25,8 @@ class CupyPoolResource(CallbackMemoryResource):
         live: dict = {}
 
         def allocate(nbytes: int, alignment: int, stream: int) -> int:
-            with cupy.cuda.Device(device):
+            # CuPy's pool keys blocks by its current stream: make it devmm's
+            with cupy.cuda.Device(device), cupy.cuda.ExternalStream(stream or 0):
                 mp = pool.malloc(nbytes)
             live[mp.ptr] = mp
             return mp.ptr

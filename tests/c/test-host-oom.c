@@ -1,8 +1,8 @@
-/* Suite: oom. Host memory running out in the middle of each public call that allocates: the
+/* Suite: host_oom. Host memory running out in the middle of each public call that allocates: the
  * call fails with a message, and leaves nothing behind (no leak, no half-built object, its
  * inputs as they were).
  *
- * This executable (test-oom, apart from test-core) has a malloc family that wraps glibc's own
+ * This executable (test-host-oom, apart from test-core) has a malloc family that wraps glibc's own
  * (__libc_*): it counts live blocks and, when armed, fails the Nth allocation of the calling
  * thread. glibc lets a program replace malloc, and the allocations inside libc (strdup, fopen,
  * realpath...) go through the replacement too. Under a sanitizer, which owns malloc, the wrappers
@@ -81,8 +81,19 @@ int posix_memalign(void **out, size_t a, size_t n) {
 #endif
 
 #if OOM_INJECTION
-/* The first backtrace() loads libgcc_s, whose blocks stay: not a leak of devmm's. */
+/* The first backtrace() loads libgcc_s, whose blocks stay: not a leak of devmm's. Likewise the
+ * configuration devmm reads on first use and the thread's out-of-memory report: all are made
+ * before anything is counted. */
 static void warm_up_backtraces(void) {
+  setenv("DEVMM_LOG_LEVEL", "error", 1);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  /* an out-of-memory report is kept per thread, in a block made by the thread's first one */
+  testres *ts;
+  devmm_resource *failing = testres_create(&ts);
+  void *none;
+  ts->fail_from = 1;
+  ck_assert_int_eq(devmm_allocate(failing, 8, 0, NULL, &none), DEVMM_ENOMEM);
+  devmm_resource_release(failing);
   devmm_resource *up = testres_create(NULL), *tr;
   ck_assert_int_eq(devmm_tracking_adaptor_create(up, 1, &tr), DEVMM_OK);
   devmm_resource_release(tr);
@@ -252,6 +263,7 @@ END_TEST
 
 /* Allocating through the adaptors that allocate bookkeeping of their own. */
 START_TEST(oom_allocating_through_adaptors) {
+  warm_up_backtraces();
   testres *ts;
   devmm_resource *up = testres_create(&ts), *tr, *al;
   void *p = NULL;
@@ -296,6 +308,7 @@ END_TEST
 
 /* Buffers, tensors and their DLPack exports. */
 START_TEST(oom_buffers_tensors_exports) {
+  warm_up_backtraces();
   testres *ts;
   devmm_resource *up = testres_create(&ts);
   devmm_buffer *b = NULL;
@@ -368,13 +381,13 @@ END_TEST
 
 #else
 START_TEST(oom_needs_its_own_malloc) {
-  testres_skip("oom: built with a sanitizer, which owns malloc: no fault injection");
+  testres_skip("host_oom: built with a sanitizer, which owns malloc: no fault injection");
 }
 END_TEST
 #endif
 
-Suite *oom_suite(void) {
-  Suite *s = suite_create("oom");
+Suite *host_oom_suite(void) {
+  Suite *s = suite_create("host_oom");
   TCase *tc = tcase_create("core");
 #if OOM_INJECTION
   tcase_add_test(tc, oom_creating_resources);
