@@ -106,7 +106,7 @@ mutate: deps
 	  --minutes $(MUTATE_MINUTES) --target-c 90 --target-py 85
 
 mutate-ci: deps
-	.venv/bin/python tests/mutation/mutate.py --sample 2 --seed 2026 --minutes 8 \
+	.venv/bin/python tests/mutation/mutate.py --sample 2 --seed 2026 --minutes 15 \
 	  --target-c 75 --target-py 70 --report $(MUTATE_BUILD)/report-ci.md
 
 verify: lint test asan tsan valgrind python-asan fuzz mutate-ci
