@@ -112,10 +112,11 @@ static int split_list(const char *text, char ***out, size_t *n) {
       return -1;
     }
     *out = grown;
-    if (!((*out)[(*n)++] = devmm__strdup(tok))) {
+    if (!((*out)[*n] = devmm__strdup(tok))) { /* counted only once copied: no NULL entry */
       free(copy);
       return -1;
     }
+    (*n)++;
   }
   free(copy);
   return 0;
@@ -254,8 +255,10 @@ static int on_key(void *user, const char *section, const char *key, const char *
     } else if (strcmp(key, "plugin_path") == 0) {
       char **raw = NULL;
       size_t n = 0;
-      if (split_list(value, &raw, &n))
+      if (split_list(value, &raw, &n)) {
+        free_list(raw, n); /* what was split before memory ran out */
         return cfg_fail(c, c->line, "out of memory");
+      }
       for (size_t i = 0; i < n; i++) { /* colons separate entries too */
         char *save = NULL;
         for (char *t = strtok_r(raw[i], ":", &save); t; t = strtok_r(NULL, ":", &save)) {
@@ -267,12 +270,12 @@ static int on_key(void *user, const char *section, const char *key, const char *
           else
             continue;
           char **g = realloc(c->paths, (c->npaths + 1) * sizeof *g);
+          if (g) /* the grown array is the list now, whatever follows */
+            c->paths = g;
           if (!g || !(g[c->npaths] = devmm__strdup(full))) {
-            free(g);
             free_list(raw, n);
             return cfg_fail(c, c->line, "out of memory");
           }
-          c->paths = g;
           c->npaths++;
         }
       }
@@ -380,7 +383,10 @@ static int parse(cfg *c, FILE *f) {
       if (strcmp(o->key, "adaptors") == 0) {
         char **names = NULL;
         size_t n = 0;
-        split_list(o->value, &names, &n);
+        if (split_list(o->value, &names, &n)) {
+          free_list(names, n);
+          return devmm_set_error(DEVMM_ENOMEM, "%s:%d: out of memory", c->source, o->line);
+        }
         for (size_t j = 0; j < n; j++)
           if (!in_list(adaptor_names, names[j])) {
             char valid[256];
@@ -650,8 +656,11 @@ static int build_device(state *s, dstate *ds) {
   const kv *ad = opt(sec, "adaptors");
   char **names = NULL;
   size_t na = 0;
-  if (ad)
-    split_list(ad->value, &names, &na);
+  if (ad && split_list(ad->value, &names, &na)) {
+    free_list(names, na);
+    devmm_resource_release(r);
+    return devmm_set_error(DEVMM_ENOMEM, "%s:%d: out of memory", s->c.source, ad->line);
+  }
   /* an adaptor option without its adaptor is a mistake worth stopping for */
   static const char *const needs[][2] = {
       {"limit", "limiting"},       {"log_file", "logging"},  {"log_flush", "logging"},

@@ -245,10 +245,12 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
   if (!p)
     return NULL;
   p->name = devmm__strdup(name);
+  if (!p->name) { /* a record without its name is no use to anyone: out of memory */
+    free(p);
+    return NULL;
+  }
   char *err = NULL;
   p->path = resolve(name, dirs, &err);
-  if (!p->name)
-    return fail(p, NULL);
   if (!p->path)
     return fail(p, err);
   lt_dlhandle h;

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The vendor's path: install devmm into a temporary root, build examples/plugin-template against
 # the *installed* SDK only (pkg-config devmm), load it through a devmm.ini, use it.
-#   test-example-plugin.sh <source root> <build root>
+#   test-example-plugin.sh <source root> <build root> <python>
+# (python: the interpreter Meson found at configure time, an absolute path, not whatever
+# python3 comes first on PATH)
 set -euo pipefail
-src=$1 build=$2
+src=$1 build=$2 python=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 DESTDIR="$tmp/root" meson install -C "$build" --quiet --no-rebuild >/dev/null
@@ -40,11 +42,11 @@ echo "example plugin: built against the installed SDK, loaded and used: ok"
 # installed library on the loader's path (as ldconfig would put it) it works with no DEVMM_LIBRARY
 cfg=$(find "$tmp/root" -path '*devmm/_build_config.py' -print -quit)
 [ -n "$cfg" ] || { echo "FAIL: devmm/_build_config.py not installed"; exit 1; }
-libdir=$(python3 -c 'import sys, runpy; print(runpy.run_path(sys.argv[1])["LIBDIR"])' "$cfg")
+libdir=$("$python" -c 'import sys, runpy; print(runpy.run_path(sys.argv[1])["LIBDIR"])' "$cfg")
 [ -f "$tmp/root$libdir/libdevmm.so.0" ] || { echo "FAIL: LIBDIR '$libdir' has no libdevmm.so.0"; exit 1; }
 site=$(dirname "$(dirname "$cfg")")
 env -u DEVMM_LIBRARY PYTHONPATH="$site" LD_LIBRARY_PATH="$tmp/root$libdir" \
-  DEVMM_PLUGIN_PATH="$tmp/root$libdir/devmm" python3 -c '
+  DEVMM_PLUGIN_PATH="$tmp/root$libdir/devmm" "$python" -c '
 import devmm, sys
 t = devmm.empty((2, 3), "float32")
 assert t.strides == (3, 1), t.strides

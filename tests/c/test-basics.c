@@ -1,5 +1,6 @@
 /* Suites: error, dtype, layout. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +17,36 @@ START_TEST(error_names_and_texts) {
 }
 END_TEST
 
+/* A second thread starts with no message, sets its own, and clears it: the first thread's
+ * message and status are untouched throughout. */
+static void *other_thread_errors(void *arg) {
+  (void)arg;
+  int ok = devmm_last_status() == DEVMM_OK && devmm_last_error()[0] == '\0';
+  devmm_set_error(DEVMM_ENOMEM, "other thread");
+  ok &= devmm_last_status() == DEVMM_ENOMEM && strcmp(devmm_last_error(), "other thread") == 0;
+  return (void *)(intptr_t)ok;
+}
+
+static void *other_thread_clears(void *arg) {
+  (void)arg;
+  devmm_clear_error();
+  return NULL;
+}
+
 START_TEST(error_is_thread_local_and_clearable) {
   ck_assert_int_eq(devmm_set_error(DEVMM_EINVAL, "bad %d", 42), DEVMM_EINVAL);
   ck_assert_str_eq(devmm_last_error(), "bad 42");
   ck_assert_int_eq(devmm_last_status(), DEVMM_EINVAL);
+  pthread_t t;
+  void *ok;
+  ck_assert_int_eq(pthread_create(&t, NULL, other_thread_errors, NULL), 0);
+  ck_assert_int_eq(pthread_join(t, &ok), 0);
+  ck_assert_msg(ok, "the second thread saw this thread's message, or lost its own");
+  ck_assert_str_eq(devmm_last_error(), "bad 42"); /* not "other thread" */
+  ck_assert_int_eq(devmm_last_status(), DEVMM_EINVAL);
+  ck_assert_int_eq(pthread_create(&t, NULL, other_thread_clears, NULL), 0);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  ck_assert_str_eq(devmm_last_error(), "bad 42"); /* another thread's clear is its own */
   devmm_clear_error();
   ck_assert_str_eq(devmm_last_error(), "");
   ck_assert_int_eq(devmm_last_status(), DEVMM_OK);
@@ -264,7 +291,12 @@ START_TEST(layout_bad_input) {
   ck_assert_int_eq(devmm_layout_compute(&rm, 1, big, 8, st, &r), DEVMM_EOVERFLOW);
   ck_assert_error_contains("span");
   int64_t ok[2] = {4, 3};
-  devmm_layout a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 96, 0);
+  /* rows padded to 2^60 elements: 8 of them overflow the strides */
+  devmm_layout a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, (size_t)1 << 62, 0);
+  int64_t tall[2] = {8, 3};
+  ck_assert_int_eq(devmm_layout_compute(&a, 2, tall, 4, st, &r), DEVMM_EOVERFLOW);
+  ck_assert_error_contains("layout: the strides overflow int64 at dimension 0 (shape too large)");
+  a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 96, 0);
   ck_assert_int_eq(devmm_layout_compute(&a, 2, ok, 4, st, &r), DEVMM_EINVAL);
   ck_assert_error_contains("unit_stride_alignment 96 must be a power of two");
   a = devmm_layout_aligned(DEVMM_LAYOUT_ROW_MAJOR, 4, 0);

@@ -28,25 +28,33 @@ static void isolate(void) {
 }
 
 static char *write_temp(const char *text) {
-  static char path[64];
-  strcpy(path, "/tmp/devmm-test-XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
+  static char path[TESTRES_PATH_MAX];
+  int fd = testres_mkstemp(path, sizeof path, "test");
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   return path;
 }
 
-static char *slurp(const char *path) {
+/* A whole (small) file, in a static buffer. */
+static char *slurp_all(const char *path) {
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
-  static char buf[2048];
+  static char buf[8192];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
+  return buf;
+}
+
+/* The first line of a file. */
+static char *slurp(const char *path) {
+  char *buf = slurp_all(path);
   buf[strcspn(buf, "\n")] = '\0';
   return buf;
 }
+
+static devmm_plugin_status plugin_named(const char *name);
+static void cpu_still_works(void);
 
 /* ================================================================ config */
 
@@ -88,7 +96,7 @@ END_TEST
 START_TEST(config_failed_reinit_keeps_previous_state) {
   isolate();
   char *good = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = statistics\n");
-  char goodpath[64];
+  char goodpath[TESTRES_PATH_MAX];
   strcpy(goodpath, good);
   ck_assert_int_eq(devmm_init(goodpath), DEVMM_OK);
   devmm_resource *before, *after;
@@ -111,7 +119,7 @@ START_TEST(config_missing_and_unreadable_files) {
   ck_assert_str_eq(devmm_last_error(), "cannot read configuration file '/nonexistent/devmm.ini': "
                                        "No such file or directory");
   char *p = write_temp("[devmm]\n");
-  char path[64];
+  char path[TESTRES_PATH_MAX];
   strcpy(path, p);
   chmod(path, 0);
   if (geteuid() == 0)
@@ -131,8 +139,8 @@ START_TEST(config_lookup_order) {
   ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
   ck_assert_str_eq(d.stack, "cpu.malloc");
   /* $XDG_CONFIG_HOME/devmm/devmm.ini */
-  char xdg[] = "/tmp/devmm-xdg-XXXXXX", sub[128], file[160];
-  ck_assert_ptr_nonnull(mkdtemp(xdg));
+  char xdg[TESTRES_PATH_MAX], sub[TESTRES_PATH_MAX + 8], file[TESTRES_PATH_MAX + 20];
+  testres_mkdtemp(xdg, sizeof xdg, "xdg");
   snprintf(sub, sizeof sub, "%s/devmm", xdg);
   mkdir(sub, 0755);
   snprintf(file, sizeof file, "%s/devmm.ini", sub);
@@ -196,6 +204,153 @@ START_TEST(config_stack_and_limit_percent) {
 }
 END_TEST
 
+/* What devmm tells the log: a device left without a resource (warning) and a plugin that an
+ * on-demand kind could not load (info), each with its names and reason. */
+START_TEST(config_logs_what_went_wrong) {
+  isolate();
+  char log[TESTRES_PATH_MAX], text[1024];
+  int fd = testres_mkstemp(log, sizeof log, "stderr");
+  snprintf(text, sizeof text,
+           "[devmm]\nplugins = cpu, factoryfail\nplugin_path = %s\nlog_level = info\n"
+           "[device cpu]\nresource = factoryfail.heap\n",
+           env_dir("DEVMM_TEST_PLUGINS"));
+  const char *cfg = write_temp(text);
+  fflush(stderr);
+  int saved = dup(2);
+  ck_assert_int_eq(dup2(fd, 2), 2);
+  int rc = devmm_init(cfg);
+  devmm_resource *r;
+  int rc2 = devmm_resource_create_kind("nosuch.heap", 0, NULL, 0, &r);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  ck_assert_int_eq(rc, DEVMM_OK);
+  ck_assert_int_eq(rc2, DEVMM_ENOENT);
+  const char *got = slurp_all(log);
+  ck_assert_msg(strstr(got, "devmm: warning: device cpu has no resource: factoryfail.heap: "
+                            "simulated factory failure\n"),
+                "%s", got);
+  ck_assert_msg(strstr(got, "devmm: info: plugin 'nosuch' (for nosuch.heap) not loaded: plugin "
+                            "'nosuch' not found"),
+                "%s", got);
+  unlink(log);
+  unlink(cfg);
+}
+END_TEST
+
+/* An adaptor that cannot be built for a reason other than the file (here: its log file cannot
+ * be opened) leaves that device without a resource, with the reason; the rest of the file
+ * applies. Blank items in a list are ignored. */
+START_TEST(config_adaptor_failure_is_the_devices) {
+  isolate();
+  const char *cfg = write_temp("[device cpu]\nresource = cpu.malloc\n"
+                               "adaptors = statistics, \t , logging ,\n"
+                               "log_file = /nonexistent-devmm-dir/x.csv\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_msg(strstr(d.error, "cannot open log file '/nonexistent-devmm-dir/x.csv'"), "%s",
+                d.error);
+  unlink(cfg);
+  cfg = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = statistics,  , tracking\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack, "tracking(statistics(cpu.malloc))");
+  unlink(cfg);
+}
+END_TEST
+
+/* Relative plugin_path entries are relative to the configuration file's directory; a relative
+ * XDG_CONFIG_HOME is ignored (the XDG rule); every adaptor can be configured, in order; sections
+ * for different devices of the same id are not duplicates. */
+START_TEST(config_paths_devices_and_every_adaptor) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], sub[TESTRES_PATH_MAX + 16], so[TESTRES_PATH_MAX + 40];
+  char ini[TESTRES_PATH_MAX + 16], src[1024];
+  testres_mkdtemp(dir, sizeof dir, "rel");
+  ck_assert_int_eq(chmod(dir, 0755), 0);
+  snprintf(sub, sizeof sub, "%s/plug", dir);
+  ck_assert_int_eq(mkdir(sub, 0755), 0);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", sub);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, so, 0755);
+  snprintf(ini, sizeof ini, "%s/devmm.ini", dir);
+  FILE *f = fopen(ini, "w");
+  fputs("[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n"
+        "[device cuda:0]\nadaptors = statistics\n"
+        "[device cpu]\nresource = cpu.malloc\n"
+        "adaptors = statistics, limiting, tracking, logging, aligned, thread_safe\n"
+        "limit = 1GiB\nlog_file = /dev/null\nalignment = 128\n",
+        f);
+  fclose(f);
+  ck_assert_msg(devmm_init(ini) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(plugin_named("faulty").loaded, 1); /* found in <config dir>/plug */
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack,
+                   "thread_safe(aligned(logging(tracking(limiting(statistics(cpu.malloc))))))");
+  cpu_still_works();
+  /* a relative XDG_CONFIG_HOME is not looked at, even when it names a real file */
+  char xdgfile[TESTRES_PATH_MAX + 32];
+  snprintf(xdgfile, sizeof xdgfile, "%s/devmm/devmm.ini", dir);
+  snprintf(sub, sizeof sub, "%s/devmm", dir);
+  ck_assert_int_eq(mkdir(sub, 0755), 0);
+  testres_copy_file(ini, xdgfile, 0644);
+  ck_assert_int_eq(chdir(dir), 0);
+  setenv("XDG_CONFIG_HOME", ".", 1);
+  setenv("HOME", "/nonexistent-devmm-home", 1);
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_OK);
+  ck_assert_str_eq(devmm_config_source(), "built-in default");
+  char cmd[TESTRES_PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* A plugin given by an absolute path that does not exist: its name and the reason. */
+START_TEST(plugin_missing_absolute_path) {
+  isolate();
+  const char *cfg = write_temp("[devmm]\nplugins = cpu, /nonexistent-devmm-dir/devmm-x.so\n");
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st;
+  ck_assert_int_eq(devmm_plugin_get(1, &st), DEVMM_OK);
+  ck_assert_int_eq(st.loaded, 0);
+  ck_assert_str_eq(st.error, "plugin file '/nonexistent-devmm-dir/devmm-x.so' does not exist");
+  unlink(cfg);
+}
+END_TEST
+
+/* A relative log_file (even one starting with a character that sorts before '-') is a file, not
+ * stderr; lazy initialisation that fails says why on first use. */
+START_TEST(config_log_file_and_lazy_failure) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], log[TESTRES_PATH_MAX + 32];
+  testres_mkdtemp(dir, sizeof dir, "logdir");
+  ck_assert_int_eq(chdir(dir), 0);
+  const char *cfg = write_temp("[device cpu]\nresource = cpu.malloc\nadaptors = logging\n"
+                               "log_file = +log.csv\nlog_flush = yes\n");
+  ck_assert_msg(devmm_init(cfg) == DEVMM_OK, "%s", devmm_last_error());
+  cpu_still_works();
+  snprintf(log, sizeof log, "%s/+log.csv", dir);
+  ck_assert_msg(strncmp(slurp_all(log), "Thread,Time,Action,Pointer,Size,Stream\n", 39) == 0, "%s",
+                slurp_all(log));
+  unlink(log);
+  unlink(cfg);
+  rmdir(dir);
+  /* nothing initialised yet, and the configuration is bad */
+  isolate();
+  const char *bad = write_temp("[device cpu]\nresource = cpu.malloc\nspeed = fast\n");
+  setenv("DEVMM_CONFIG", bad, 1);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("no current resource for device cpu: devmm could not initialise: ");
+  ck_assert_error_contains(":3: unknown key 'speed'");
+  unsetenv("DEVMM_CONFIG");
+  unlink(bad);
+}
+END_TEST
+
 START_TEST(config_lazy_init_on_first_use) {
   isolate();
   ck_assert_int_eq(devmm_is_initialized(), 0);
@@ -229,6 +384,33 @@ START_TEST(parse_sizes) {
                   devmm_last_error());
     ck_assert_uint_eq(v, ok[i].want);
   }
+  /* every unit's factor: binary (KiB..TiB and the short K, M, G) and decimal (KB..TB) */
+  struct {
+    const char *unit;
+    size_t factor;
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KiB", 1ull << 10},
+               {"MiB", 1ull << 20},
+               {"GiB", 1ull << 30},
+               {"TiB", 1ull << 40},
+               {"KB", 1000},
+               {"MB", 1000000},
+               {"GB", 1000000000},
+               {"TB", 1000000000000ull},
+               {"K", 1ull << 10},
+               {"M", 1ull << 20},
+               {"G", 1ull << 30},
+               {"kib", 1ull << 10},
+               {"tb", 1000000000000ull}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    char text[32];
+    size_t v;
+    snprintf(text, sizeof text, "3 %s", units[i].unit);
+    ck_assert_msg(devmm_parse_size(text, 0, &v) == 0, "%s: %s", text, devmm_last_error());
+    ck_assert_msg(v == 3 * units[i].factor, "'%s' is %zu, expected %zu", text, v,
+                  3 * units[i].factor);
+  }
   size_t v;
   ck_assert_int_eq(devmm_parse_size("-5", 0, &v), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_parse_size("5 parsecs", 0, &v), DEVMM_EINVAL);
@@ -249,6 +431,10 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_missing_and_unreadable_files);
   tcase_add_test(tc, config_lookup_order);
   tcase_add_test(tc, config_stack_and_limit_percent);
+  tcase_add_test(tc, config_logs_what_went_wrong);
+  tcase_add_test(tc, config_adaptor_failure_is_the_devices);
+  tcase_add_test(tc, config_paths_devices_and_every_adaptor);
+  tcase_add_test(tc, config_log_file_and_lazy_failure);
   tcase_add_test(tc, config_lazy_init_on_first_use);
   tcase_add_test(tc, parse_sizes);
   suite_add_tcase(s, tc);
@@ -297,6 +483,9 @@ static const struct {
     {"notso", "cannot load '"},
     {"nosuch", "plugin 'nosuch' not found: no devmm-nosuch.so in the plugin path"},
     {"../evil", "plugin name '../evil' is not a plain name"},
+    {"incomplete", "its descriptor is incomplete (struct_size "},
+    {"badkindname", "its resource kind 'aaa.heap' is not named 'badkindname.<kind>'"},
+    {"nofactory", "its resource kind #0 has no name or factory"},
 };
 
 START_TEST(plugin_load_faults) {
@@ -317,6 +506,24 @@ START_TEST(plugin_load_faults) {
 }
 END_TEST
 
+/* A plugin that needs exactly one minor version more than this host is refused (the 1.99 case
+ * above cannot tell "minor > host minor" from "minor > host major"). */
+START_TEST(plugin_next_minor_refused) {
+  isolate();
+  const char *cfgpath = config_with("nextminor", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named("nextminor");
+  ck_assert_int_eq(st.loaded, 0);
+  char want[128];
+  snprintf(want, sizeof want, "it needs plugin ABI %d.%d; this devmm provides only %d.%d",
+           DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR + 1, DEVMM_PLUGIN_ABI_MAJOR,
+           DEVMM_PLUGIN_ABI_MINOR);
+  ck_assert_msg(strstr(st.error, want) != NULL, "error '%s' lacks '%s'", st.error, want);
+  ck_assert_int_eq(plugin_named("cpu").loaded, 1);
+  unlink(cfgpath);
+}
+END_TEST
+
 START_TEST(plugin_factory_faults) {
   isolate();
   /* the working test plugin's kind serves cpu:0 through a section */
@@ -325,8 +532,28 @@ START_TEST(plugin_factory_faults) {
   devmm_device_status d;
   devmm_device_get(0, &d);
   ck_assert_str_eq(d.stack, "faulty.heap");
+  /* both plugins enumerate cpu:0: it is one device, the first plugin's */
+  ck_assert_uint_eq(devmm_device_count(), 1);
+  ck_assert_str_eq(d.plugin, "cpu");
+  /* kinds are numbered across the plugins, in their order */
+  ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
+  ck_assert_str_eq(devmm_kind_name(3), "faulty.heap");
+  ck_assert_ptr_null(devmm_kind_name(4));
   cpu_still_works();
   unlink(ok);
+  /* the host's services as a plugin sees them: parse_bool gives exactly 1 or 0 */
+  static const char *const yes[] = {"yes", "TRUE", "on", "1"}, *const no[] = {"no", "off", "0"};
+  devmm_resource *fr;
+  for (size_t i = 0; i < 7; i++) {
+    devmm_option flag = {"flag", i < 4 ? yes[i] : no[i - 4], 0};
+    ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &flag, 1, &fr), DEVMM_OK);
+    ck_assert_str_eq(devmm_resource_name(fr),
+                     i < 4 ? "faulty.heap(flag=1)" : "faulty.heap(flag=0)");
+    devmm_resource_release(fr);
+  }
+  devmm_option maybe = {"flag", "maybe", 0};
+  ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &maybe, 1, &fr), DEVMM_EINVAL);
+  ck_assert_error_contains("bad boolean 'maybe': expected true/false, yes/no, on/off or 1/0");
   /* a factory that fails: the device has no resource, with the reason */
   const char *bad = config_with("factoryfail", "[device cpu]\nresource = factoryfail.heap\n");
   ck_assert_int_eq(devmm_init(bad), DEVMM_OK);
@@ -370,8 +597,8 @@ static void copy_file(const char *from, const char *to) {
 
 START_TEST(plugin_writable_by_others_refused) {
   isolate();
-  char dir[] = "/tmp/devmm-ww-XXXXXX", so[128], src[1024], text[512];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char dir[TESTRES_PATH_MAX], so[TESTRES_PATH_MAX + 20], src[1024], text[TESTRES_PATH_MAX + 64];
+  testres_mkdtemp(dir, sizeof dir, "ww");
   chmod(dir, 0755);
   snprintf(so, sizeof so, "%s/devmm-faulty.so", dir);
   snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
@@ -500,6 +727,10 @@ START_TEST(cpu_device_info) {
   ck_assert_int_eq(d.info.device.device_type, DEVMM_DEVICE_CPU);
   ck_assert_uint_gt(d.info.total_bytes, 0);
   ck_assert_str_eq(d.plugin, "cpu");
+  ck_assert_str_eq(devmm_kind_name(0), "cpu.malloc"); /* every kind of every loaded plugin */
+  ck_assert_str_eq(devmm_kind_name(1), "cpu.aligned");
+  ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
+  ck_assert_ptr_null(devmm_kind_name(3));
   ck_assert_int_eq(devmm_device_get(5, &d), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_plugin_get(5, NULL), DEVMM_EINVAL);
 }
@@ -509,9 +740,11 @@ Suite *plugins_suite(void) {
   Suite *s = suite_create("plugins");
   TCase *tc = tcase_create("core");
   tcase_add_loop_test(tc, plugin_load_faults, 0, (int)(sizeof faults / sizeof faults[0]));
+  tcase_add_test(tc, plugin_next_minor_refused);
   tcase_add_test(tc, plugin_factory_faults);
   tcase_add_test(tc, plugin_writable_by_others_refused);
   tcase_add_test(tc, plugin_absolute_path_allowed);
+  tcase_add_test(tc, plugin_missing_absolute_path);
   tcase_add_test(tc, cpu_kinds);
   tcase_add_test(tc, cpu_device_info);
   suite_add_tcase(s, tc);

@@ -1,7 +1,12 @@
 #include "testres.h"
 
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int t_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
                       void **out) {
@@ -92,4 +97,58 @@ devmm_resource *testres_create(testres **state) {
   if (state)
     *state = s;
   return r;
+}
+
+const char *testres_tmpdir(void) {
+  const char *t = getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+static void temp_name(char *path, size_t n, const char *stem) {
+  int len = snprintf(path, n, "%s/devmm-%s-XXXXXX", testres_tmpdir(), stem);
+  ck_assert_msg(len > 0 && (size_t)len < n, "TMPDIR '%s' is too long for a %zu-byte path",
+                testres_tmpdir(), n);
+}
+
+int testres_mkstemp(char *path, size_t n, const char *stem) {
+  temp_name(path, n, stem);
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp %s failed", path);
+  return fd;
+}
+
+char *testres_mkdtemp(char *path, size_t n, const char *stem) {
+  temp_name(path, n, stem);
+  ck_assert_msg(mkdtemp(path) != NULL, "mkdtemp %s failed", path);
+  return path;
+}
+
+void testres_copy_file(const char *from, const char *to, unsigned mode) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  ck_assert_msg(a && b, "cannot copy %s to %s", from, to);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+    ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
+  fclose(a);
+  ck_assert_int_eq(fclose(b), 0);
+  ck_assert_int_eq(chmod(to, (mode_t)mode), 0);
+}
+
+void testres_skip(const char *fmt, ...) {
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  printf("SKIP: %s\n", reason);
+  fflush(stdout);
+  const char *file = getenv("DEVMM_TEST_SKIPS");
+  FILE *f = file ? fopen(file, "a") : NULL;
+  if (!f) {
+    ck_abort_msg("cannot record the skip (%s): run through test-core", reason);
+    return;
+  }
+  fprintf(f, "%s\n", reason);
+  fclose(f);
 }

@@ -16,6 +16,19 @@ typedef struct testres {
 
 /* A thread-safe malloc resource on cpu:0 named "test.malloc"; *state observes it. */
 devmm_resource *testres_create(testres **state);
+/* Temporary files and directories go under $TMPDIR (else /tmp), never a fixed path. Each fills
+ * path (of size n) with "<tmpdir>/devmm-<stem>-XXXXXX", creates it and fails the test if it
+ * cannot; testres_mkstemp returns the open descriptor. */
+#define TESTRES_PATH_MAX 1024
+const char *testres_tmpdir(void);
+int testres_mkstemp(char *path, size_t n, const char *stem);
+char *testres_mkdtemp(char *path, size_t n, const char *stem);
+/* Copies a file (failing the test if it cannot) and gives the copy mode. */
+void testres_copy_file(const char *from, const char *to, unsigned mode);
+/* Marks the running test as skipped, with the reason (printed, and told to the runner through
+ * $DEVMM_TEST_SKIPS). Only for a suite of one test: the runner exits 77 (Meson: SKIP) when every
+ * test it ran skipped, and fails a run in which some tests skipped and others did not. */
+void testres_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Asserts the last error message contains needle (prints both on failure). */
 #define ck_assert_error_contains(needle)                                                           \
   ck_assert_msg(strstr(devmm_last_error(), (needle)) != NULL, "error '%s' does not contain '%s'",  \

@@ -9,11 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 
-static char path[64];
+static char path[4096];
+
+static void remove_file(void) { unlink(path); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  snprintf(path, sizeof path, "/tmp/devmm-fuzz-%d.ini", (int)getpid());
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/devmm-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    perror(path);
+    abort();
+  }
+  close(fd);
+  atexit(remove_file);
   setenv("DEVMM_LOG_LEVEL", "error", 1);
   return 0;
 }

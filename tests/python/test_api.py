@@ -3,9 +3,11 @@
 import asyncio
 import ctypes
 import gc
+import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -254,10 +256,58 @@ def test_failure_callback_exception_gives_up(capsys):
     assert "callback exploded" in capsys.readouterr().err
 
 
-def test_thread_safe_adaptor():
-    ts = devmm.ThreadSafeAdaptor(MallocMemoryResource())
-    assert ts.name == "thread_safe(cpu.malloc)"
-    ts.deallocate(ts.allocate(10), 10)
+class _Overlaps:
+    """A resource that is not thread-safe and notices it: each call sleeps inside (releasing the
+    GIL) and counts the calls that found another one already inside."""
+
+    def __init__(self):
+        self.inside = self.overlaps = self.calls = 0
+        self.keep = {}
+
+    def _enter(self):
+        self.inside += 1
+        self.calls += 1
+        if self.inside > 1:
+            self.overlaps += 1
+        time.sleep(0.0005)
+
+    def allocate(self, n, alignment, stream):
+        self._enter()
+        b = ctypes.create_string_buffer(n)
+        self.keep[ctypes.addressof(b)] = b
+        self.inside -= 1
+        return ctypes.addressof(b)
+
+    def deallocate(self, p, n, alignment, stream):
+        self._enter()
+        del self.keep[p]
+        self.inside -= 1
+
+
+def _hammer(r, threads=4, rounds=25):
+    def work():
+        for _ in range(rounds):
+            r.deallocate(r.allocate(16), 16)
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+def test_thread_safe_adaptor_serialises_calls():
+    # the control: the bare resource, called from 4 threads, is entered concurrently
+    bare = _Overlaps()
+    _hammer(devmm.CallbackMemoryResource(bare.allocate, bare.deallocate, name="unsafe"))
+    assert bare.calls == 200 and bare.overlaps > 0
+    # under the adaptor, never
+    u = _Overlaps()
+    ts = devmm.ThreadSafeAdaptor(devmm.CallbackMemoryResource(u.allocate, u.deallocate,
+                                                              name="unsafe"))
+    assert ts.name == "thread_safe(unsafe)"
+    _hammer(ts)
+    assert u.calls == 200 and u.overlaps == 0 and not u.keep
 
 
 def test_aligned_adaptor():
@@ -421,3 +471,171 @@ def test_callback_free_exception_is_reported_not_swallowed(capfd):
     t.buffer.free()  # nobody to raise to: the C core logs it
     err = capfd.readouterr().err
     assert "freeing 4 bytes" in err and "RuntimeError: the pool is gone" in err
+
+
+# ----------------------------------------------------------------------------- small contracts
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:1", "cuda_host:0", "rocm:2", "rocm_host:0",
+                                    "cuda_managed:3"])
+def test_device_names_round_trip(device):
+    r = devmm.CallbackMemoryResource(lambda n, a, s: 1, lambda *a: None, device=device)
+    assert r.device == device
+
+
+def _host_buffers():
+    keep = {}
+
+    def alloc(n, alignment, stream):
+        b = ctypes.create_string_buffer(n)
+        keep[ctypes.addressof(b)] = (b, alignment, stream)
+        return ctypes.addressof(b)
+
+    return keep, alloc, lambda p, n, a, s: keep.pop(p)
+
+
+@pytest.mark.parametrize("device,host", [("cpu", True), ("cuda_host:0", True),
+                                         ("rocm_host:0", True), ("cuda_managed:0", True),
+                                         ("cuda:0", False), ("rocm:0", False)])
+def test_callback_resource_host_access_follows_its_device(device, host):
+    # memory the CPU can reach is zeroed by the CPU; device memory needs the device's memset
+    keep, alloc, free = _host_buffers()
+    r = devmm.CallbackMemoryResource(alloc, free, device=device, name="cb")
+    # its flags say host-accessible (2) or nothing: a Python resource is not thread-safe (1)
+    assert devmm._lib.resource_flags(r.handle) == (2 if host else 0)
+    if host:
+        t = devmm.zeros((4,), "int32", resource=r, device=device)
+        assert bytes((ctypes.c_char * 16).from_address(t.data_ptr)) == bytes(16)
+        t.buffer.free()
+    else:
+        with pytest.raises(devmm.DevmmError, match="resource 'cb' does not support memset"):
+            devmm.zeros((4,), "int32", resource=r, device=device)
+    assert not keep  # whatever happened, the memory went back
+
+
+def test_callback_resource_sees_the_callers_alignment_and_stream():
+    keep, alloc, free = _host_buffers()
+    freed = []
+
+    def recording_free(p, n, a, s):
+        freed.append((n, a, s))
+        free(p, n, a, s)
+
+    r = devmm.CallbackMemoryResource(alloc, recording_free, name="cb")
+    p = r.allocate(32)
+    assert keep[p][1:] == (0, None)  # the default alignment is the resource's own: 0
+    r.deallocate(p, 32)
+    assert freed == [(32, 0, None)]
+    p = r.allocate(32, alignment=16)
+    assert keep[p][1] == 16
+    r.deallocate(p, 32, alignment=16)
+    assert not keep
+
+
+def test_resource_handle_and_release():
+    up = MallocMemoryResource()
+    assert isinstance(up.handle, int) and up.handle
+    lib = ctypes.CDLL(devmm._lib.LIBRARY_PATH)  # the test's own binding: not part of the API
+    refs = lib.devmm_resource_refcount
+    refs.restype, refs.argtypes = ctypes.c_long, [ctypes.c_void_p]
+    assert refs(up.handle) == 1
+    s = devmm.StatisticsAdaptor(up)
+    assert refs(up.handle) == 2  # the adaptor holds its upstream
+    del s
+    gc.collect()
+    assert refs(up.handle) == 1  # and lets it go with its last Python reference
+
+
+def test_buffer_properties():
+    r = devmm.StatisticsAdaptor(MallocMemoryResource())
+    b = devmm.Buffer(48, resource=r)
+    assert (b.nbytes, b.device, b.stream) == (48, "cpu", None)
+    assert b.resource.name == "statistics(cpu.malloc)"
+    b.free()
+
+
+def test_array_interface_is_version_3():
+    t = devmm.empty((2, 3), "int16")
+    ai = t.__array_interface__
+    assert ai["version"] == 3 and ai["typestr"] == "<i2" and ai["shape"] == (2, 3)
+    assert ai["strides"] == (6, 2) and ai["data"][0] == t.data_ptr
+
+
+def test_layout_reprs_and_smallest_alignment():
+    assert repr(devmm.RowMajor()) == "RowMajor()" and repr(devmm.ColumnMajor()) == "ColumnMajor()"
+    assert repr(devmm.Strided([4, 1])) == "Strided((4, 1))"
+    assert repr(devmm.Aligned(devmm.ColumnMajor(), 64)) == \
+        "Aligned(ColumnMajor(), unit_stride_alignment=64, base_alignment=0)"
+    # 1 byte is a power of two: int8 rows aligned to 1 byte are just row-major
+    t = devmm.empty((2, 3), "int8", layout=devmm.Aligned(devmm.RowMajor(), 1))
+    assert t.strides == (3, 1) and t.buffer.nbytes == 6
+
+
+def test_dtype_fields_and_names_from_other_libraries():
+    from devmm.dtype import resolve
+    d = resolve("float16")
+    assert (d.name, d.code, d.bits, d.itemsize) == ("float16", 2, 16, 2)
+    assert d.packed == 2 | 16 << 8 | 1 << 16  # code | bits << 8 | lanes << 16, as C packs it
+    assert (d.c.code, d.c.bits, d.c.lanes) == (2, 16, 1)
+
+    class TorchLikeDtype:  # str(torch.int16) is "torch.int16": the text is what is parsed
+        def __str__(self):
+            return "torch.int16"
+
+    assert devmm.empty(2, TorchLikeDtype()).dtype == "int16"
+    assert devmm.empty(2, np.bool_).dtype == "bool"
+
+
+def test_library_that_cannot_be_loaded_says_what_was_tried(tmp_path):
+    # DEVMM_LIBRARY is the only place looked at when it is set, even if the loader's own search
+    # would find a libdevmm
+    missing = str(tmp_path / "libdevmm.so.0")
+    r = subprocess.run([sys.executable, "-c", "import devmm"], capture_output=True, text=True,
+                       env={**os.environ, "DEVMM_LIBRARY": missing})
+    assert r.returncode == 1
+    assert "ImportError: devmm: cannot load libdevmm (set DEVMM_LIBRARY to its path" in r.stderr
+    assert f"tried {missing}: {missing}: cannot open shared object file" in r.stderr
+
+
+@pytest.mark.parametrize("seq", [tuple, list])
+def test_shapes_of_integer_like_entries(seq):
+    t = devmm.empty(seq([np.int64(2), np.int32(3), np.uint8(1)]), "int8")
+    assert t.shape == (2, 3, 1) and t.strides == (3, 1, 1)
+    with pytest.raises(ValueError, match="does not fit in int64"):
+        devmm.empty(seq([np.uint64(2**63)]), "int8")
+    with pytest.raises(TypeError, match="shape entries must be ints"):
+        devmm.empty(seq([np.float32(2)]), "int8")
+    # -2**63: out of int64's symmetric range for a list, negative for C when given a tuple
+    with pytest.raises(ValueError, match="does not fit in int64" if seq is list else "negative"):
+        devmm.empty(seq([np.int64(-2**63)]), "int8")
+
+
+def test_zero_bytes_and_log_buffering(tmp_path):
+    r = MallocMemoryResource()
+    assert r.allocate(0) == 0  # no memory: the NULL address
+    r.deallocate(0, 0)
+    path = tmp_path / "log.csv"
+    lg = devmm.LoggingAdaptor(MallocMemoryResource(), str(path))  # flush=False: buffered
+    lg.deallocate(lg.allocate(8), 8)
+    assert path.read_text() == ""
+    lg.flush()
+    assert path.read_text().count("\n") == 3  # header, allocate, free
+
+
+def test_a_limit_of_zero():
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 0)
+    assert lim.limit == 0
+    with pytest.raises(devmm.OutOfMemoryError, match="limit of 0 bytes"):
+        lim.allocate(1)
+
+
+def test_unhashable_dtype_like_and_negative_base_alignment():
+    class Unhashable:  # defines __eq__ without __hash__: cannot be a dict key
+        def __eq__(self, other):
+            return False
+
+        def __str__(self):
+            return "uint16"
+
+    assert devmm.empty(3, Unhashable()).dtype == "uint16"
+    with pytest.raises(ValueError, match="alignments must be positive powers of two"):
+        devmm.Aligned(devmm.RowMajor(), 64, -1)

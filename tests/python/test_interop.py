@@ -70,19 +70,33 @@ def test_torch_allocation_failures_are_statuses_never_null():
             devmm.set_current_device_resource(prev, device="cuda:6")
 
 
-@pytest.mark.parametrize("module,needs", [("devmm.interop.cupy", "cupy"),
-                                          ("devmm.mrs.cupy", "cupy"),
-                                          ("devmm.interop.rmm", "rmm"),
-                                          ("devmm.interop.torch", "torch")])
-def test_bridges_say_what_is_missing(module, needs):
+BRIDGES = [("devmm.interop.cupy", "cupy", "cupy-cuda13x", "use_devmm"),
+           ("devmm.mrs.cupy", "cupy", "cupy-cuda13x", "CupyPoolResource"),
+           ("devmm.interop.rmm", "rmm", "rmm-cu13", "as_rmm_resource"),
+           ("devmm.interop.torch", "torch", "torch", "use_devmm")]
+
+
+@pytest.mark.parametrize("module,needs,package,api", BRIDGES)
+def test_bridges_say_what_is_missing(module, needs, package, api, monkeypatch):
+    # the framework made unimportable (None in sys.modules), whether it is installed or not
+    monkeypatch.setitem(sys.modules, needs, None)
+    prev = sys.modules.pop(module, None)
     try:
-        importlib.import_module(needs)
-    except ImportError:
-        sys.modules.pop(module, None)
-        with pytest.raises(ImportError, match=f"{module} needs {needs} "):
+        with pytest.raises(ImportError, match=rf"^{module} needs {needs} \({package}\), which "
+                                              rf"cannot be imported: "):
             importlib.import_module(module)
-    else:  # the framework is installed: the bridge imports
-        assert importlib.import_module(module)
+        assert module not in sys.modules  # nothing half-imported is left behind
+    finally:  # whatever happened, the next test imports the bridge afresh or as it was
+        sys.modules.pop(module, None)
+        if prev is not None:
+            sys.modules[module] = prev
+
+
+@pytest.mark.parametrize("module,needs,package,api", BRIDGES)
+def test_bridges_import_with_their_framework(module, needs, package, api, monkeypatch):
+    pytest.importorskip(needs, reason=f"{needs} ({package}) is not installed in this Python")
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    assert callable(getattr(importlib.import_module(module), api))
 
 
 def test_rmm_both_ways_over_cpu_memory():
