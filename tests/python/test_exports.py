@@ -153,10 +153,10 @@ def test_copy_holds_every_element_in_row_major_order(layout, shape):
 
 
 def test_copy_that_cannot_be_allocated_is_a_clear_error():
-    t = devmm.empty((64,), "float64")
-    small = devmm.LimitingAdaptor(devmm.get_current_device_resource(), 100)
-    with devmm.using_memory_resource(small):
-        with pytest.raises(BufferError, match="cannot copy cpu memory .*would exceed its limit of "
-                                              "100 bytes"):
-            t.__dlpack__(max_version=(1, 0), copy=True)
-    assert small.allocated_bytes == 0
+    # a copy on the tensor's own device comes from the tensor's own resource (ADR 24)
+    small = devmm.LimitingAdaptor(devmm.get_current_device_resource(), 600)
+    t = devmm.empty((64,), "float64", resource=small)
+    with pytest.raises(BufferError, match="cannot copy cpu memory .*would exceed its limit of "
+                                          "600 bytes"):
+        t.__dlpack__(max_version=(1, 0), copy=True)
+    assert small.allocated_bytes == 512  # the tensor alone: nothing half-built is left
