@@ -217,7 +217,9 @@ static int opener(const ipc_header *h, devmm_resource **out) {
   if (rc) {
     char why[DEVMM__MSG_MAX];
     snprintf(why, sizeof why, "%s", devmm_last_error());
-    return devmm_set_error(rc, "cannot open an IPC handle of kind %s: %s", h->kind, why);
+    /* a kind unknown here (its plugin is not loaded) cannot open the handle: not a stale one */
+    return devmm_set_error(rc == DEVMM_ENOENT ? DEVMM_ENOTSUP : rc,
+                           "cannot open an IPC handle of kind %s: %s", h->kind, why);
   }
   if (!sharing(*out, h->kind)) {
     devmm_resource_release(*out);
@@ -268,6 +270,7 @@ int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *hd, devmm_buffer *
     devmm_resource_release(leaf);
     return devmm_set_error(DEVMM_ENOMEM, "devmm_ipc_open: out of host memory");
   }
+  mr->adaptor = NULL;           /* no adaptor a front end knows: a plain resource to them */
   devmm_resource_release(leaf); /* mr holds it */
   void *ptr = NULL;
   const devmm_resource_ipc_ops *g = ipc_group(leaf);

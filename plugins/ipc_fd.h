@@ -43,11 +43,17 @@ static inline int ipcfd_describe(int fd, uint64_t offset, ipcfd_ref *ref) {
 static inline int ipcfd_open(const ipcfd_ref *ref, int32_t pid, uint64_t need, int *status,
                              char *why, size_t cap) {
   char path[64];
+  if (pid <= 0 || ref->fd < 0) {
+    *status = DEVMM_EINVAL;
+    snprintf(why, cap, "the IPC handle names no process or descriptor (pid %d, descriptor %d)",
+             (int)pid, (int)ref->fd);
+    return -1;
+  }
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)ref->fd);
-  int fd = pid > 0 && ref->fd >= 0 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+  int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
-    int e = pid > 0 && ref->fd >= 0 ? errno : EINVAL;
-    *status = e == ENOENT || e == ESRCH ? DEVMM_ENOENT : e == EINVAL ? DEVMM_EINVAL : DEVMM_EIO;
+    int e = errno;
+    *status = e == ENOENT || e == ESRCH ? DEVMM_ENOENT : DEVMM_EIO;
     if (*status == DEVMM_ENOENT)
       snprintf(why, cap,
                "the exporting process %d has exited or freed the memory (%s: no such descriptor)",

@@ -52,6 +52,11 @@ class OutOfMemoryError(DevmmError, MemoryError):
                                  for a in rep.largest[:rep.nlargest])
 
 
+class StaleHandleError(DevmmError, LookupError):
+    """An IPC handle names memory that is gone: its exporter freed it or exited
+    (:func:`devmm.open_ipc`)."""
+
+
 def _text(b: bytes) -> object:
     return b.decode(errors="replace") or None
 
