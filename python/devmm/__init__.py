@@ -31,7 +31,7 @@ _LAZY = {
     "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
     "Strided": "layout",
     "snapshot": "timeline", "profile": "profile",
-    "open_ipc": "ipc", "ipc": "ipc",
+    "open_ipc": "ipc", "ipc": "ipc", "dask": "dask",
 }
 
 
