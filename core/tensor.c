@@ -68,8 +68,9 @@ int devmm_buffer_allocate(devmm_resource *r, size_t nbytes, size_t alignment, de
 }
 
 int devmm__buffer_wrap(devmm_resource *r, void *ptr, size_t nbytes, devmm_buffer **out) {
+  *out = NULL;
   devmm_buffer *b = malloc(sizeof *b);
-  if (!(*out = b))
+  if (!b)
     return devmm_set_error(DEVMM_ENOMEM, "buffer: out of host memory");
   atomic_init(&b->refs, 1);
   atomic_init(&b->holds, 1);
@@ -81,6 +82,7 @@ int devmm__buffer_wrap(devmm_resource *r, void *ptr, size_t nbytes, devmm_buffer
   b->resource = devmm_resource_retain(r);
   b->stream = NULL;
   atomic_init(&b->foreign, 0);
+  *out = b;
   return DEVMM_OK;
 }
 
