@@ -98,6 +98,9 @@ def round_trip(ctx_name):
     return t
 
 
+# JAX (imported by other tests of the session) warns at any fork; this child touches neither JAX
+# nor its threads: it only unpickles, maps and writes through NumPy
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 @pytest.mark.parametrize("ctx_name", ["spawn", "fork"])
 def test_a_write_in_the_child_is_seen_by_the_parent(ctx_name):
     t = round_trip(ctx_name)
