@@ -4,6 +4,7 @@
  * Environment (set by Meson): DEVMM_PLUGIN_PATH (the plugins' build directory). */
 #include <check.h>
 #include <dirent.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +398,61 @@ START_TEST(shm_leaves_no_descriptor_or_mapping) {
 }
 END_TEST
 
+/* ABI: an ops table compiled before the ipc field (a shorter struct_size) has no group, even
+ * if the bytes past its end happen to be set; a group shorter than its last op is none. */
+static int t_alloc(devmm_resource *s, size_t n, size_t a, devmm_stream st, void **out) {
+  (void)s, (void)a, (void)st;
+  *out = malloc(n);
+  return DEVMM_OK;
+}
+static int t_free(devmm_resource *s, void *p, size_t n, size_t a, devmm_stream st) {
+  (void)s, (void)n, (void)a, (void)st;
+  free(p);
+  return DEVMM_OK;
+}
+static int t_get(devmm_resource *s, void *p, size_t n, unsigned char *pl) {
+  (void)s, (void)p, (void)n, (void)pl;
+  return DEVMM_OK;
+}
+static int t_open(devmm_resource *s, const unsigned char *pl, size_t n, int32_t pid, void **out,
+                  void **token) {
+  (void)s, (void)pl, (void)n, (void)pid, (void)out, (void)token;
+  return DEVMM_OK;
+}
+static int t_close(devmm_resource *s, void *p, size_t n, void *token) {
+  (void)s, (void)p, (void)n, (void)token;
+  return DEVMM_OK;
+}
+
+START_TEST(the_group_is_read_only_as_far_as_struct_sizes_say) {
+  devmm_resource_ipc_ops group = {sizeof group, "test.ipc", t_get, t_open, t_close};
+  devmm_resource_ops ops = {
+      .struct_size = sizeof ops, .allocate = t_alloc, .deallocate = t_free, .ipc = &group};
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.ipc", 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_supported(r), 1);
+  devmm_resource_release(r);
+  ops.struct_size = offsetof(devmm_resource_ops, ipc); /* an older table: ipc is past its end */
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.old", 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_supported(r), 0);
+  int x;
+  devmm_ipc_handle h;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, &x, 4, &h), DEVMM_ENOTSUP);
+  ck_assert_error_contains("resource 'test.old' cannot share memory");
+  devmm_resource_release(r);
+  ops.struct_size = sizeof ops;
+  group.struct_size = offsetof(devmm_resource_ipc_ops, close); /* no room for close */
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.short", 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_supported(r), 0);
+  devmm_resource_release(r);
+  group.struct_size = sizeof group;
+  group.close = NULL; /* an incomplete group is none */
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.partial", 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_supported(r), 0);
+  devmm_resource_release(r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the simulator */
 
 START_TEST(sim_round_trip_between_processes) { round_trip("sim.device", 1); }
@@ -476,6 +532,7 @@ Suite *ipc_suite(void) {
   tcase_add_test(tc, adaptors_forward_and_count_nothing_for_a_mapping);
   tcase_add_test(tc, shm_interior_ranges_and_alignment);
   tcase_add_test(tc, shm_leaves_no_descriptor_or_mapping);
+  tcase_add_test(tc, the_group_is_read_only_as_far_as_struct_sizes_say);
   tcase_add_test(tc, sim_round_trip_between_processes);
   tcase_add_test(tc, sim_exporter_free_poisons_what_an_importer_maps);
   tcase_add_test(tc, sim_handles_need_the_start_of_a_device_allocation);

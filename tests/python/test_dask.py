@@ -133,3 +133,26 @@ def test_the_plugin_cleans_up(tmp_path):
     assert not devmm._lib.is_initialized() or \
         devmm.get_current_device_resource("cpu").name == "cpu.malloc"
     devmm.init()
+
+
+def test_the_serializer_sends_bytes_unless_sender_and_recipient_share_a_host():
+    from distributed.protocol import deserialize, serialize
+    from devmm.mrs.cpu import SharedMemoryResource
+    devmm.dask.register_serializers()
+    t = devmm.empty((1000,), "int32", resource=SharedMemoryResource())
+    np.asarray(t)[:] = 5
+    def between(a, b):
+        return {"sender": {"address": a}, "recipient": {"address": b}}
+    here = between("tcp://10.0.0.1:1", "tcp://10.0.0.1:2")
+    away = between("tcp://10.0.0.1:1", "tcp://10.0.0.2:2")
+    for context, kind in ((here, "ipc"), (away, "value"), (None, "value")):
+        header, frames = serialize(t, serializers=["dask"], context=context)
+        assert header["sub-header"]["devmm"] == kind, (context, header)
+        size = sum(len(memoryview(f).cast("B")) for f in frames)
+        assert (size < 1024) if kind == "ipc" else (size >= t.nbytes)
+        u = deserialize(header, frames)
+        assert (np.asarray(u) == 5).all()
+        assert u.data_ptr != t.data_ptr
+    # memory that cannot be shared goes by value even to the same host
+    m = devmm.empty((10,), "int32")
+    assert serialize(m, serializers=["dask"], context=here)[0]["sub-header"]["devmm"] == "value"
