@@ -86,6 +86,9 @@ int devmm__registry_fallback(devmm_device device, devmm_resource **out);
  * when r refuses the default with DEVMM_ENOTSUP (ADR 13) or alignment is no power of two. */
 int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm_stream stream,
                          devmm_buffer **out);
+/* tensor.c: a buffer owning ptr (nbytes long), which goes back to r (retained) with
+ * devmm_deallocate when its last hold goes (ipc.c: an opened mapping). */
+int devmm__buffer_wrap(devmm_resource *r, void *ptr, size_t nbytes, devmm_buffer **out);
 /* tensor.c: the memory of a buffer the caller holds (devmm_buffer_acquire), whether or not its
  * owner freed it since: devmm_buffer_ptr answers NULL once the owner let go. */
 void *devmm__buffer_held_ptr(const devmm_buffer *b);

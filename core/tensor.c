@@ -67,6 +67,25 @@ int devmm_buffer_allocate(devmm_resource *r, size_t nbytes, size_t alignment, de
   return DEVMM_OK;
 }
 
+int devmm__buffer_wrap(devmm_resource *r, void *ptr, size_t nbytes, devmm_buffer **out) {
+  *out = NULL;
+  devmm_buffer *b = malloc(sizeof *b);
+  if (!b)
+    return devmm_set_error(DEVMM_ENOMEM, "buffer: out of host memory");
+  atomic_init(&b->refs, 1);
+  atomic_init(&b->holds, 1);
+  atomic_init(&b->owner, 1);
+  b->device = r->device;
+  b->ptr = ptr;
+  b->nbytes = nbytes;
+  b->alignment = 0;
+  b->resource = devmm_resource_retain(r);
+  b->stream = NULL;
+  atomic_init(&b->foreign, 0);
+  *out = b;
+  return DEVMM_OK;
+}
+
 devmm_buffer *devmm_buffer_retain(devmm_buffer *b) {
   if (b)
     atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "error.h"
 #include "export.h"
+#include "ipc.h"
 #include "layout.h"
 #include "log.h"
 #include "oom.h"

@@ -18,6 +18,7 @@ extern "C" {
 #endif
 
 typedef struct devmm_resource devmm_resource;
+struct devmm_resource_ipc_ops; /* ipc.h */
 
 /* The operations of a resource. Optional entries may be NULL ("not supported"): the core then
  * answers DEVMM_ENOTSUP with a message. New entries are only appended; struct_size says how many
@@ -44,6 +45,9 @@ typedef struct devmm_resource_ops {
   int (*synchronize)(devmm_resource *self, devmm_stream stream);
   /* Optional: release the context; called once, when the last reference goes. */
   void (*destroy)(devmm_resource *self);
+  /* Optional: sharing memory with other processes (ipc.h, ADR 30); read only when struct_size
+   * covers it, and its own fields only as far as the group's struct_size. */
+  const struct devmm_resource_ipc_ops *ipc;
 } devmm_resource_ops;
 
 /* For synchronize: every stream of the resource's device (cudaDeviceSynchronize). */

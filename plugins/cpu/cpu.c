@@ -3,10 +3,14 @@
  *   cpu.aligned — posix_memalign with a minimum alignment (option alignment, default 64)
  *   cpu.mmap    — anonymous mmap; options huge_pages = never|transparent|explicit,
  *                 populate = true|false
+ *   cpu.shm     — a memfd per allocation mapped MAP_SHARED: memory other processes can open
+ *                 (devmm_ipc_get_handle / devmm_ipc_open, ADR 30)
  * Includes only the public plugin SDK; every devmm service comes through the host table. */
+#include <devmm/ipc.h>
 #include <devmm/plugin.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,8 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
+
+#include "../ipc_fd.h"
 
 static const devmm_host_services *host;
 static const devmm_device CPU0 = {DEVMM_DEVICE_CPU, 0};
@@ -253,6 +259,191 @@ static int mmap_create(const devmm_host_services *h, int32_t id, const devmm_opt
   return rc;
 }
 
+/* ------------------------------------------------------------------ cpu.shm
+ * Each allocation is a memfd of its own, mapped MAP_SHARED; the descriptor stays open while the
+ * allocation lives, so that another process can reopen it through /proc/<pid>/fd/<n> (ADR 30:
+ * no name in /dev/shm that a crash would leave behind; the kernel drops the memory when the last
+ * descriptor and mapping go). The live allocations are a small table under a mutex: a handle may
+ * name a range inside one. */
+
+typedef struct {
+  char *base;
+  size_t len;
+  int fd;
+} shm_block;
+
+static pthread_mutex_t shm_lock = PTHREAD_MUTEX_INITIALIZER;
+static shm_block *shm_blocks;
+static size_t shm_count, shm_cap;
+
+static int shm_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream s,
+                        void **out) {
+  (void)self;
+  *out = NULL;
+  if (s)
+    return check_stream("cpu.shm", s);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t len = round_up(bytes, page), extra = align > page ? align : 0;
+  int fd = memfd_create("devmm-cpu.shm", MFD_CLOEXEC);
+  if (fd < 0)
+    return host->set_error(errno == EMFILE || errno == ENFILE ? DEVMM_ENOMEM : DEVMM_EIO,
+                           "%scpu.shm: memfd_create failed: %s%s",
+                           errno == EMFILE || errno == ENFILE ? "out of memory: " : "",
+                           strerror(errno),
+                           errno == EMFILE ? " (each live cpu.shm allocation holds a descriptor: "
+                                             "raise ulimit -n)"
+                                           : "");
+  char *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)len) == 0) {
+    /* reserve len + extra, then put the file at an aligned address inside */
+    char *area =
+        extra ? mmap(NULL, len + extra, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : NULL;
+    if (area != MAP_FAILED) {
+      char *at = extra ? (char *)round_up((uintptr_t)area, align) : NULL;
+      p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_SHARED | (extra ? MAP_FIXED : 0), fd, 0);
+      if (extra) {
+        if (p == MAP_FAILED) {
+          munmap(area, len + extra);
+        } else {
+          if (at > area)
+            munmap(area, (size_t)(at - area));
+          if (area + len + extra > at + len)
+            munmap(at + len, (size_t)(area + len + extra - (at + len)));
+        }
+      }
+    }
+  }
+  pthread_mutex_lock(&shm_lock);
+  if (p != MAP_FAILED && shm_count == shm_cap) {
+    size_t cap = shm_cap ? shm_cap * 2 : 16;
+    shm_block *g = realloc(shm_blocks, cap * sizeof *g);
+    if (g) {
+      shm_blocks = g;
+      shm_cap = cap;
+    }
+  }
+  int ok = p != MAP_FAILED && shm_count < shm_cap;
+  if (ok)
+    shm_blocks[shm_count++] = (shm_block){p, len, fd};
+  pthread_mutex_unlock(&shm_lock);
+  if (!ok) {
+    int e = errno;
+    if (p != MAP_FAILED)
+      munmap(p, len);
+    close(fd);
+    return host->set_error(DEVMM_ENOMEM, "out of memory: cpu.shm could not map %zu bytes: %s", len,
+                           strerror(e));
+  }
+  *out = p;
+  return DEVMM_OK;
+}
+
+static int shm_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t align,
+                          devmm_stream s) {
+  (void)self, (void)bytes, (void)align, (void)s;
+  pthread_mutex_lock(&shm_lock);
+  shm_block b = {NULL, 0, -1};
+  for (size_t i = 0; i < shm_count; i++)
+    if (shm_blocks[i].base == ptr) {
+      b = shm_blocks[i];
+      shm_blocks[i] = shm_blocks[--shm_count];
+      break;
+    }
+  pthread_mutex_unlock(&shm_lock);
+  if (!b.base)
+    return host->set_error(DEVMM_EINVAL, "cpu.shm: %p is not a live cpu.shm allocation", ptr);
+  munmap(b.base, b.len); /* an importer's mapping keeps the memory until it closes */
+  close(b.fd);
+  return DEVMM_OK;
+}
+
+static int shm_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsigned char *payload) {
+  (void)self;
+  const char *p = ptr;
+  int err = EINVAL;
+  ipcfd_ref ref;
+  pthread_mutex_lock(&shm_lock);
+  for (size_t i = 0; i < shm_count; i++) {
+    shm_block *b = &shm_blocks[i];
+    if (p >= b->base && p < b->base + b->len) {
+      err = bytes <= (size_t)(b->base + b->len - p)
+                ? ipcfd_describe(b->fd, (uint64_t)(p - b->base), &ref)
+                : ERANGE;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&shm_lock);
+  if (err == ERANGE)
+    return host->set_error(DEVMM_EINVAL, "cpu.shm: [%p, +%zu) runs past its allocation", ptr,
+                           bytes);
+  if (err)
+    return host->set_error(DEVMM_EINVAL, "cpu.shm: %p is not inside a live cpu.shm allocation%s%s",
+                           ptr, err == EINVAL ? "" : ": ", err == EINVAL ? "" : strerror(err));
+  memcpy(payload, &ref, sizeof ref);
+  return DEVMM_OK;
+}
+
+static int shm_open_handle(devmm_resource *self, const unsigned char *payload, size_t bytes,
+                           int32_t pid, void **out, void **token) {
+  (void)self;
+  ipcfd_ref ref;
+  memcpy(&ref, payload, sizeof ref);
+  char why[256];
+  int status;
+  int fd = ipcfd_open(&ref, pid, bytes, &status, why, sizeof why);
+  if (fd < 0)
+    return host->set_error(status, "cpu.shm: cannot open the IPC handle: %s", why);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t start = ref.offset / page * page;
+  size_t len = (size_t)(ref.offset - start) + bytes;
+  char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+  int e = errno;
+  close(fd); /* the mapping keeps the memory */
+  if (m == MAP_FAILED)
+    return host->set_error(DEVMM_ENOMEM,
+                           "out of memory: cpu.shm could not map %zu bytes of an "
+                           "IPC handle: %s",
+                           len, strerror(e));
+  *token = m;
+  *out = m + (ref.offset - start);
+  return DEVMM_OK;
+}
+
+static int shm_close_handle(devmm_resource *self, void *ptr, size_t bytes, void *token) {
+  (void)self;
+  size_t len = (size_t)((char *)ptr + bytes - (char *)token);
+  if (munmap(token, len) != 0)
+    return host->set_error(DEVMM_EINVAL, "cpu.shm: unmapping an IPC mapping at %p failed: %s", ptr,
+                           strerror(errno));
+  return DEVMM_OK;
+}
+
+static const devmm_resource_ipc_ops shm_ipc = {
+    .struct_size = sizeof(devmm_resource_ipc_ops),
+    .kind = "cpu.shm",
+    .get_handle = shm_get_handle,
+    .open = shm_open_handle,
+    .close = shm_close_handle,
+};
+
+static const devmm_resource_ops shm_ops = {
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = shm_allocate,
+    .deallocate = shm_deallocate,
+    .mem_info = cpu_mem_info,
+    .copy = cpu_copy,
+    .memset = cpu_memset,
+    .ipc = &shm_ipc,
+};
+
+static int shm_create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n,
+                      devmm_resource **out) {
+  (void)o, (void)n;
+  if (device_zero("cpu.shm", id))
+    return DEVMM_EINVAL;
+  return h->resource_create(&shm_ops, NULL, CPU0, "cpu.shm", CPU_FLAGS, out);
+}
+
 /* ------------------------------------------------------------------ the descriptor */
 
 static int device_count(size_t *count) {
@@ -293,6 +484,8 @@ static const devmm_resource_kind kinds[] = {
      DEVMM_DEVICE_CPU, aligned_options, aligned_create},
     {sizeof(devmm_resource_kind), "cpu.mmap", "anonymous mmap (huge pages, populate)",
      DEVMM_DEVICE_CPU, mmap_options, mmap_create},
+    {sizeof(devmm_resource_kind), "cpu.shm", "a memfd per allocation, shared with other processes",
+     DEVMM_DEVICE_CPU, NULL, shm_create},
 };
 
 static const devmm_plugin descriptor = {
@@ -301,7 +494,7 @@ static const devmm_plugin descriptor = {
     sizeof(devmm_plugin),
     "cpu",
     "1.0.0",
-    "host memory: libc malloc, posix_memalign, anonymous mmap",
+    "host memory: libc malloc, posix_memalign, anonymous mmap, shared memfd",
     device_count,
     device_info,
     sizeof kinds / sizeof kinds[0],

@@ -63,6 +63,24 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define gpuMemAdviseSetAccessedBy cudaMemAdviseSetAccessedBy
 typedef enum cudaMemoryAdvise gpuMemoryAdvise;
 
+/* IPC (ADR 30): cudaIpc* for cuda.device; an own pool made with handleTypes =
+ * cudaMemHandleTypePosixFileDescriptor (cuda.async, ipc = true) shares its allocations with
+ * cudaMemPoolExportPointer, the importer reopening the pool's descriptor. */
+#define GPU_HAS_IPC 1
+#define GPU_HAS_POOL_IPC 1
+typedef cudaIpcMemHandle_t gpuIpcMemHandle_t;
+typedef struct cudaMemPoolPtrExportData gpuMemPoolPtrExportData;
+#define gpuIpcGetMemHandle cudaIpcGetMemHandle
+#define gpuIpcOpenMemHandle(p, h) cudaIpcOpenMemHandle((p), (h), cudaIpcMemLazyEnablePeerAccess)
+#define gpuIpcCloseMemHandle cudaIpcCloseMemHandle
+#define gpu_ipc_reason() ""
+#define gpu_ipc_stale(e) ((void)(e), 0) /* CUDA has no code that means only that */
+#define GPU_POOL_IPC_HANDLE_TYPE cudaMemHandleTypePosixFileDescriptor
+#define gpuMemPoolExportToShareableHandle cudaMemPoolExportToShareableHandle
+#define gpuMemPoolImportFromShareableHandle cudaMemPoolImportFromShareableHandle
+#define gpuMemPoolExportPointer cudaMemPoolExportPointer
+#define gpuMemPoolImportPointer cudaMemPoolImportPointer
+
 /* CUDA 13 takes a cudaMemLocation where CUDA 12 and HIP take a device number. */
 static inline gpuError_t gpu_prefetch(const void *p, size_t n, int device, gpuStream_t s) {
 #if CUDART_VERSION >= 13000

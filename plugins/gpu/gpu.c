@@ -12,8 +12,12 @@
  *                  accessed_by, prefetch = true|false)
  *   <gpu>.pinned   cudaHostAlloc / hipHostMalloc: page-locked host memory (DLPack CUDAHost)
  * Copy, memset (async on the given stream), stream_wait (event record + wait) and synchronize
- * are offered by every kind. Every call runs with the resource's device current, so a NULL
- * stream is always that device's default stream, and a failed device switch is an error. */
+ * are offered by every kind. IPC (ADR 30): <gpu>.device shares its allocations through the
+ * runtime's IPC handles, <gpu>.async with pool = own and ipc = true through a shareable pool
+ * (CUDA only); the other kinds, and ROCm, answer DEVMM_ENOTSUP saying so. Every call runs with the
+ * resource's device current, so a NULL stream is always that device's default stream, and a failed
+ * device switch is an error. */
+#include <devmm/ipc.h>
 #include <devmm/plugin.h>
 
 #include <pthread.h>
@@ -25,10 +29,18 @@
 
 #include "backend.h"
 
+#include "../ipc_fd.h"
+
 #ifndef GPU_CONFIGURE /* plugin-wide options: only the simulator has some */
 #define GPU_PLUGIN_OPTIONS NULL
 #define GPU_CONFIGURE NULL
 #define GPU_ON_ENTRY(h) ((void)(h))
+#endif
+#ifndef GPU_HAS_IPC
+#define GPU_HAS_IPC 0
+#endif
+#ifndef GPU_HAS_POOL_IPC
+#define GPU_HAS_POOL_IPC 0
 #endif
 #ifndef GPU_DEVICE_COUNT_VARIES
 #define GPU_DEVICE_COUNT_VARIES 0
@@ -142,6 +154,8 @@ typedef struct {
   pthread_mutex_t event_lock; /* one event per resource, recorded and waited on under it */
   gpuEvent_t event;
   int has_event;
+  int ipc;     /* an own pool made shareable (ipc = true) */
+  int pool_fd; /* its descriptor (GPU_HAS_POOL_IPC), -1 if none */
 } gpu_res;
 
 /* Declares `e` and makes the resource's device current, or returns the failure. */
@@ -341,9 +355,181 @@ static void g_destroy(devmm_resource *self) {
   }
   if (r->own_pool)
     gpuMemPoolDestroy(r->pool);
+  if (r->pool_fd >= 0)
+    close(r->pool_fd);
   pthread_mutex_destroy(&r->event_lock);
   free(r);
 }
+
+/* ------------------------------------------------------------------ IPC (ADR 30) */
+
+enum { IPC_RUNTIME = 1, IPC_POOL = 2 };
+typedef struct {
+  uint32_t tag; /* IPC_RUNTIME: data is a runtime IPC handle; IPC_POOL: a pool's export data */
+  int32_t device;
+  ipcfd_ref pool; /* IPC_POOL: the exporter's pool descriptor */
+  unsigned char data[64];
+} gpu_ipc_payload;
+_Static_assert(sizeof(gpu_ipc_payload) <= DEVMM_IPC_PAYLOAD_SIZE, "the payload fits a handle");
+
+static int ipc_unsupported(const gpu_res *r) {
+  const char *kind = kind_names[r->kind];
+  if (!GPU_HAS_IPC)
+    return host->set_error(DEVMM_ENOTSUP,
+                           "%s: sharing memory with other processes is not implemented for this "
+                           "runtime (%s: its IPC calls are not loaded)",
+                           kind, GPU_PLUGIN);
+  return host->set_error(
+      DEVMM_ENOTSUP, "%s memory cannot be shared with other processes: %s.device can%s", kind,
+      GPU_PLUGIN, GPU_HAS_POOL_IPC ? ", and .async with pool = own and ipc = true" : "");
+}
+
+static int g_ipc_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsigned char *payload) {
+  gpu_res *r = host->resource_context(self);
+  gpu_ipc_payload pl;
+  memset(&pl, 0, sizeof pl);
+  pl.device = r->device;
+#if GPU_HAS_IPC
+  const char *kind = kind_names[r->kind];
+  if (r->kind == KIND_DEVICE) {
+    int prev;
+    ENTER(r, prev);
+    gpuIpcMemHandle_t h;
+    e = gpuIpcGetMemHandle(&h, ptr);
+    leave(prev);
+    if (e != gpuSuccess)
+      return fail(e, kind, r->device, GPU_PREFIX "IpcGetMemHandle", bytes);
+    pl.tag = IPC_RUNTIME;
+    memcpy(pl.data, &h, sizeof h < sizeof pl.data ? sizeof h : sizeof pl.data);
+    memcpy(payload, &pl, sizeof pl);
+    return DEVMM_OK;
+  }
+#if GPU_HAS_POOL_IPC
+  if (r->kind == KIND_ASYNC && r->ipc) {
+    int prev;
+    ENTER(r, prev);
+    gpuMemPoolPtrExportData d;
+    e = gpuMemPoolExportPointer(&d, ptr);
+    leave(prev);
+    if (e != gpuSuccess)
+      return fail(e, kind, r->device, GPU_PREFIX "MemPoolExportPointer", bytes);
+    if (ipcfd_describe(r->pool_fd, 0, &pl.pool) != 0)
+      return host->set_error(DEVMM_EIO, "%s: the pool's descriptor %d is gone", kind, r->pool_fd);
+    pl.tag = IPC_POOL;
+    memcpy(pl.data, &d, sizeof d < sizeof pl.data ? sizeof d : sizeof pl.data);
+    memcpy(payload, &pl, sizeof pl);
+    return DEVMM_OK;
+  }
+#endif
+#endif
+  (void)ptr, (void)bytes, (void)payload;
+  return ipc_unsupported(r);
+}
+
+static int g_ipc_open(devmm_resource *self, const unsigned char *payload, size_t bytes, int32_t pid,
+                      void **out, void **token) {
+  gpu_res *r = host->resource_context(self);
+  gpu_ipc_payload pl;
+  memcpy(&pl, payload, sizeof pl);
+  *token = NULL;
+#if GPU_HAS_IPC
+  const char *kind = kind_names[r->kind];
+  if (pl.device != r->device)
+    return host->set_error(DEVMM_EINVAL, "%s on %s:%d cannot open a handle of %s:%d memory", kind,
+                           GPU_PLUGIN, r->device, GPU_PLUGIN, (int)pl.device);
+  if (pl.tag == IPC_RUNTIME && r->kind == KIND_DEVICE) {
+    int prev;
+    ENTER(r, prev);
+    gpuIpcMemHandle_t h;
+    memcpy(&h, pl.data, sizeof h < sizeof pl.data ? sizeof h : sizeof pl.data);
+    e = gpuIpcOpenMemHandle(out, h);
+    leave(prev);
+    if (e != gpuSuccess) {
+      const char *why = gpu_ipc_reason();
+      return host->set_error(gpu_ipc_stale(e) ? DEVMM_ENOENT : DEVMM_EDEVICE,
+                             "%s on %s:%d: %sIpcOpenMemHandle(%zu bytes from process %d) failed: "
+                             "%s (%s)%s%s",
+                             kind, GPU_PLUGIN, r->device, GPU_PREFIX, bytes, (int)pid,
+                             gpuGetErrorString(e), gpuGetErrorName(e), *why ? ": " : "", why);
+    }
+    return DEVMM_OK;
+  }
+#if GPU_HAS_POOL_IPC
+  if (pl.tag == IPC_POOL && r->kind == KIND_ASYNC) {
+    char why[256];
+    int status;
+    int fd = ipcfd_open(&pl.pool, pid, 0, &status, why, sizeof why);
+    if (fd < 0)
+      return host->set_error(status, "%s: cannot open the exporter's pool: %s", kind, why);
+    int prev;
+    gpuError_t e = enter(r->device, &prev);
+    gpuMemPool_t pool = NULL;
+    const char *call = GPU_PREFIX "MemPoolImportFromShareableHandle";
+    if (e == gpuSuccess)
+      e = gpuMemPoolImportFromShareableHandle(&pool, (void *)(uintptr_t)fd,
+                                              GPU_POOL_IPC_HANDLE_TYPE, 0);
+    close(fd);
+    if (e == gpuSuccess) {
+      gpuMemPoolPtrExportData d;
+      memcpy(&d, pl.data, sizeof d < sizeof pl.data ? sizeof d : sizeof pl.data);
+      call = GPU_PREFIX "MemPoolImportPointer";
+      e = gpuMemPoolImportPointer(out, pool, &d);
+      if (e != gpuSuccess)
+        gpuMemPoolDestroy(pool);
+    }
+    leave(prev);
+    if (e != gpuSuccess)
+      return fail(e, kind, r->device, call, bytes);
+    *token = pool;
+    return DEVMM_OK;
+  }
+#endif
+  return host->set_error(DEVMM_EINVAL, "%s cannot open this handle (made by another %s kind)", kind,
+                         GPU_PLUGIN);
+#else
+  (void)bytes, (void)pid, (void)out, (void)pl;
+  return ipc_unsupported(r);
+#endif
+}
+
+static int g_ipc_close(devmm_resource *self, void *ptr, size_t bytes, void *token) {
+  gpu_res *r = host->resource_context(self);
+#if GPU_HAS_IPC
+  int prev;
+  ENTER(r, prev);
+  const char *call = GPU_PREFIX "IpcCloseMemHandle";
+#if GPU_HAS_POOL_IPC
+  if (token) { /* an imported pool's pointer: freed, then the imported pool */
+    call = GPU_PREFIX "Free";
+    e = gpuFree(ptr);
+    gpuMemPoolDestroy((gpuMemPool_t)token);
+  } else
+#endif
+    e = gpuIpcCloseMemHandle(ptr);
+  leave(prev);
+  (void)token;
+  return e == gpuSuccess ? DEVMM_OK : fail(e, kind_names[r->kind], r->device, call, bytes);
+#else
+  (void)ptr, (void)bytes, (void)token;
+  return ipc_unsupported(r);
+#endif
+}
+
+static const devmm_resource_ipc_ops gpu_ipc_device = {
+    .struct_size = sizeof(devmm_resource_ipc_ops),
+    .kind = GPU_PLUGIN ".device",
+    .get_handle = g_ipc_get_handle,
+    .open = g_ipc_open,
+    .close = g_ipc_close,
+};
+
+static const devmm_resource_ipc_ops gpu_ipc_async = {
+    .struct_size = sizeof(devmm_resource_ipc_ops),
+    .kind = GPU_PLUGIN ".async",
+    .get_handle = g_ipc_get_handle,
+    .open = g_ipc_open,
+    .close = g_ipc_close,
+};
 
 static const devmm_resource_ops gpu_ops = {
     .struct_size = sizeof(devmm_resource_ops),
@@ -355,6 +541,34 @@ static const devmm_resource_ops gpu_ops = {
     .stream_wait = g_stream_wait,
     .synchronize = g_synchronize,
     .destroy = g_destroy,
+};
+
+/* The same operations with an IPC group: the device kind, and async pools made with ipc = true
+ * (the core finds a group by the kind written in a handle: one table per kind). */
+static const devmm_resource_ops gpu_device_ops = {
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = g_allocate,
+    .deallocate = g_deallocate,
+    .mem_info = g_mem_info,
+    .copy = g_copy,
+    .memset = g_memset,
+    .stream_wait = g_stream_wait,
+    .synchronize = g_synchronize,
+    .destroy = g_destroy,
+    .ipc = &gpu_ipc_device,
+};
+
+static const devmm_resource_ops gpu_async_ipc_ops = {
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = g_allocate,
+    .deallocate = g_deallocate,
+    .mem_info = g_mem_info,
+    .copy = g_copy,
+    .memset = g_memset,
+    .stream_wait = g_stream_wait,
+    .synchronize = g_synchronize,
+    .destroy = g_destroy,
+    .ipc = &gpu_ipc_async,
 };
 
 /* ------------------------------------------------------------------ factories */
@@ -369,14 +583,14 @@ static const char *opt(const devmm_option *o, size_t n, const char *key) {
 /* The options of a kind, checked before any runtime call (so that a bad value is reported as
  * such even on a machine without a device). */
 typedef struct {
-  int own, advise, prefetch;
+  int own, advise, prefetch, ipc;
   size_t max_size;
   const char *threshold;
 } options;
 
 static int parse_options(int kind, const devmm_option *o, size_t n, options *out) {
   const char *name = kind_names[kind], *v;
-  *out = (options){0, -1, 0, 0, NULL};
+  *out = (options){0, -1, 0, 0, 0, NULL};
   if (kind == KIND_ASYNC) {
     if ((v = opt(o, n, "pool")) != NULL) {
       if (strcmp(v, "own") == 0)
@@ -394,6 +608,20 @@ static int parse_options(int kind, const devmm_option *o, size_t n, options *out
                                "%s: max_pool_size = %s: this runtime's pools have no maximum "
                                "size (%sMemPoolProps has no maxSize)",
                                name, v, GPU_PREFIX);
+    }
+    if ((v = opt(o, n, "ipc")) != NULL) {
+      if (host->parse_bool(v, &out->ipc))
+        return DEVMM_EINVAL;
+      if (out->ipc && !out->own)
+        return host->set_error(DEVMM_EINVAL,
+                               "%s: ipc = %s needs pool = own: the device's default pool cannot "
+                               "be shared with other processes",
+                               name, v);
+      if (out->ipc && !GPU_HAS_POOL_IPC)
+        return host->set_error(DEVMM_ENOTSUP,
+                               "%s: ipc = %s: this runtime's pools cannot be shared with other "
+                               "processes (%s.device can share its memory)",
+                               name, v, GPU_PLUGIN);
     }
     if ((out->threshold = opt(o, n, "release_threshold")) != NULL && !out->own)
       return host->set_error(DEVMM_EINVAL,
@@ -443,6 +671,8 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
   r->device = id;
   r->advise = op.advise;
   r->prefetch = op.prefetch;
+  r->ipc = op.ipc;
+  r->pool_fd = -1;
   pthread_mutex_init(&r->event_lock, NULL);
   gpuError_t e = gpuSuccess;
   const char *call = "";
@@ -451,9 +681,21 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
       gpuMemPoolProps props;
       memset(&props, 0, sizeof props);
       gpu_pool_props(&props, id, op.max_size);
+#if GPU_HAS_POOL_IPC
+      if (op.ipc)
+        props.handleTypes = GPU_POOL_IPC_HANDLE_TYPE;
+#endif
       call = GPU_PREFIX "MemPoolCreate";
       e = gpuMemPoolCreate(&r->pool, &props);
       r->own_pool = e == gpuSuccess;
+#if GPU_HAS_POOL_IPC
+      if (e == gpuSuccess && op.ipc) {
+        int fd = -1;
+        call = GPU_PREFIX "MemPoolExportToShareableHandle";
+        e = gpuMemPoolExportToShareableHandle(&fd, r->pool, GPU_POOL_IPC_HANDLE_TYPE, 0);
+        r->pool_fd = e == gpuSuccess ? fd : -1;
+      }
+#endif
     } else {
       call = GPU_PREFIX "DeviceGetDefaultMemPool";
       e = gpuDeviceGetDefaultMemPool(&r->pool, id);
@@ -467,6 +709,8 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
   if (e != gpuSuccess) {
     if (r->own_pool)
       gpuMemPoolDestroy(r->pool);
+    if (r->pool_fd >= 0)
+      close(r->pool_fd);
     pthread_mutex_destroy(&r->event_lock);
     free(r);
     return fail(e, name, id, call, 0);
@@ -480,8 +724,15 @@ static int create(int kind, int32_t id, const devmm_option *o, size_t n, devmm_r
       (kind == KIND_PINNED || kind == KIND_MANAGED ? DEVMM_RESOURCE_HOST_ACCESSIBLE : 0);
   char full[64];
   snprintf(full, sizeof full, "%s%s", name, kind == KIND_ASYNC && r->own_pool ? "(own pool)" : "");
-  rc = host->resource_create(&gpu_ops, r, d, full, flags, out);
+  snprintf(full, sizeof full, "%s%s", name,
+           kind == KIND_ASYNC && r->own_pool ? (r->ipc ? "(own pool, ipc)" : "(own pool)") : "");
+  const devmm_resource_ops *ops = kind == KIND_DEVICE            ? &gpu_device_ops
+                                  : kind == KIND_ASYNC && r->ipc ? &gpu_async_ipc_ops
+                                                                 : &gpu_ops;
+  rc = host->resource_create(ops, r, d, full, flags, out);
   if (rc) {
+    if (r->pool_fd >= 0)
+      close(r->pool_fd);
     if (r->own_pool)
       gpuMemPoolDestroy(r->pool);
     pthread_mutex_destroy(&r->event_lock);
@@ -501,7 +752,8 @@ FACTORY(async_create, KIND_ASYNC)
 FACTORY(managed_create, KIND_MANAGED)
 FACTORY(pinned_create, KIND_PINNED)
 
-static const char *const async_options[] = {"pool", "release_threshold", "max_pool_size", NULL};
+static const char *const async_options[] = {"pool", "release_threshold", "max_pool_size", "ipc",
+                                            NULL};
 static const char *const managed_options[] = {"advise", "prefetch", NULL};
 
 static const devmm_resource_kind kinds[] = {

@@ -160,4 +160,9 @@ static inline const char *gpu_runtime_version(char *buf, size_t cap) {
   return buf;
 }
 
+/* IPC (ADR 30): not yet for HIP. hipIpcGetMemHandle exists, but plugins/rocm/hip_loader.c does
+ * not load it: rocm.* resources answer DEVMM_ENOTSUP, saying so. */
+#define GPU_HAS_IPC 0
+#define GPU_HAS_POOL_IPC 0
+
 #endif

@@ -63,6 +63,16 @@ typedef simDeviceProp gpuDeviceProp;
 #define gpuMemAdviseSetAccessedBy simMemAdviseSetAccessedBy
 typedef simMemoryAdvise gpuMemoryAdvise;
 
+/* IPC (ADR 30): sim.device shares memory as cuda.device does; the pools cannot be shared. */
+#define GPU_HAS_IPC 1
+#define GPU_HAS_POOL_IPC 0
+typedef simIpcMemHandle_t gpuIpcMemHandle_t;
+#define gpuIpcGetMemHandle simIpcGetMemHandle
+#define gpuIpcOpenMemHandle(p, h) simIpcOpenMemHandle((p), (h), 0)
+#define gpuIpcCloseMemHandle simIpcCloseMemHandle
+#define gpu_ipc_reason() simIpcReason()
+#define gpu_ipc_stale(e) ((e) == simErrorInvalidResourceHandle) /* exporter gone or freed */
+
 static inline gpuError_t gpu_prefetch(const void *p, size_t n, int device, gpuStream_t s) {
   return simMemPrefetchAsync(p, n, device, s);
 }

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../ipc_fd.h"
+
 #define SIM_MAX_DEVICES 16
 #define SIM_ALIGN 256
 #define FILL_NEW 0xCD
@@ -42,6 +44,7 @@ struct simMemPool {
 
 typedef struct device {
   int ready;
+  int fd; /* the memfd, kept open for IPC handles */
   char *pub, *priv;
   size_t size;
   block *blocks;
@@ -92,6 +95,14 @@ typedef struct region {
   int managed, device;
 } region;
 
+/* Device memory of another process, opened from an IPC handle: [ptr, ptr + size) inside the
+ * mappings pub_map (PROT_NONE) and priv_map (the runtime's view), map_len bytes each. */
+typedef struct import {
+  char *pub_map, *priv_map, *ptr;
+  size_t map_len, size;
+  int device;
+} import;
+
 typedef struct injection {
   char call[40];
   int skip, error;
@@ -107,6 +118,8 @@ static struct {
   device devs[SIM_MAX_DEVICES];
   region *regions;
   size_t nregions, rcap;
+  import *imports;
+  size_t nimports, icap;
   struct simStream *streams;
   struct simEvent *events;
   struct simMemPool *pools;
@@ -261,9 +274,9 @@ static simError_t device_ready(int d) {
   /* the address handed out faults on any host access; the runtime uses the private view */
   char *pub = mmap(NULL, rt.memory, PROT_NONE, MAP_SHARED, fd, 0);
   char *priv = mmap(NULL, rt.memory, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   block *b = malloc(16 * sizeof *b);
   if (pub == MAP_FAILED || priv == MAP_FAILED || !b) {
+    close(fd);
     if (pub != MAP_FAILED)
       munmap(pub, rt.memory);
     if (priv != MAP_FAILED)
@@ -271,6 +284,7 @@ static simError_t device_ready(int d) {
     free(b);
     return simErrorInitializationError;
   }
+  dv->fd = fd;
   dv->pub = pub;
   dv->priv = priv;
   dv->size = rt.memory;
@@ -289,6 +303,7 @@ static void device_teardown(int d) {
     return;
   munmap(dv->pub, dv->size);
   munmap(dv->priv, dv->size);
+  close(dv->fd);
   free(dv->blocks);
   struct simStream *legacy = dv->legacy; /* its worker stays idle: streams are never freed */
   memset(dv, 0, sizeof *dv);
@@ -430,6 +445,14 @@ static region *find_region(const void *p, size_t n) {
   return NULL;
 }
 
+static import *find_import(const void *p) {
+  for (size_t i = 0; i < rt.nimports; i++)
+    if ((const char *)p >= rt.imports[i].ptr &&
+        (const char *)p < rt.imports[i].ptr + rt.imports[i].size)
+      return &rt.imports[i];
+  return NULL;
+}
+
 static int in_any_region(const void *p) {
   for (size_t i = 0; i < rt.nregions; i++)
     if ((const char *)p >= rt.regions[i].ptr &&
@@ -450,6 +473,15 @@ static simError_t resolve(const void *p, size_t n, char **addr, int *dev) {
     if (b->state != B_LIVE || off + n > b->off + b->size || off + n < off)
       return simErrorInvalidValue; /* not (all) inside a live allocation */
     *addr = dv->priv + off;
+    return simSuccess;
+  }
+  const import *im = find_import(p);
+  if (im) {
+    size_t off = (size_t)((const char *)p - im->ptr);
+    if (off + n > im->size || off + n < off)
+      return simErrorInvalidValue;
+    *addr = im->priv_map + (size_t)((const char *)p - im->pub_map);
+    *dev = im->device;
     return simSuccess;
   }
   if (in_any_region(p) && !find_region(p, n))
@@ -1066,9 +1098,125 @@ void *simDeviceView(const void *p, size_t n) {
       out = dv->priv + off;
   } else if (find_region(p, n)) {
     out = (void *)p;
+  } else {
+    import *im = find_import(p);
+    size_t off = im ? (size_t)((const char *)p - im->ptr) : 0;
+    if (im && (tls_kernel_device < 0 || tls_kernel_device == im->device) && off + n <= im->size &&
+        off + n >= off)
+      out = im->priv_map + (size_t)((const char *)p - im->pub_map);
   }
   pthread_mutex_unlock(&rt.lock);
   return out;
+}
+
+/* ------------------------------------------------------------------ IPC */
+
+typedef struct {
+  ipcfd_ref ref;
+  uint64_t size;
+  int32_t pid, device;
+} ipc_payload;
+_Static_assert(sizeof(ipc_payload) <= sizeof(simIpcMemHandle_t), "a sim IPC handle is 64 bytes");
+
+static __thread char ipc_reason[256];
+
+const char *simIpcReason(void) { return ipc_reason; }
+
+simError_t simIpcGetMemHandle(simIpcMemHandle_t *handle, void *p) {
+  INJECT("IpcGetMemHandle");
+  if (!handle)
+    return simErrorInvalidValue;
+  pthread_mutex_lock(&rt.lock);
+  int d;
+  block *b = live_block(p, &d);
+  ipc_payload pl;
+  memset(&pl, 0, sizeof pl);
+  simError_t e = b ? simSuccess : simErrorInvalidValue; /* only the start of an allocation */
+  if (!e && ipcfd_describe(rt.devs[d].fd, b->off, &pl.ref) != 0)
+    e = simErrorUnknown;
+  if (!e) {
+    pl.size = b->size;
+    pl.pid = (int32_t)getpid();
+    pl.device = d;
+    memset(handle, 0, sizeof *handle);
+    memcpy(handle->reserved, &pl, sizeof pl);
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return e;
+}
+
+simError_t simIpcOpenMemHandle(void **p, simIpcMemHandle_t handle, unsigned flags) {
+  INJECT("IpcOpenMemHandle");
+  (void)flags;
+  ipc_reason[0] = '\0';
+  if (!p)
+    return simErrorInvalidValue;
+  *p = NULL;
+  ipc_payload pl;
+  memcpy(&pl, handle.reserved, sizeof pl);
+  pthread_mutex_lock(&rt.lock);
+  int ok_device = valid_device(pl.device);
+  pthread_mutex_unlock(&rt.lock);
+  if (!ok_device) {
+    snprintf(ipc_reason, sizeof ipc_reason, "the handle's device sim:%d does not exist here",
+             (int)pl.device);
+    return simErrorInvalidDevice;
+  }
+  int status;
+  int fd = ipcfd_open(&pl.ref, pl.pid, pl.size, &status, ipc_reason, sizeof ipc_reason);
+  if (fd < 0)
+    return simErrorInvalidResourceHandle;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t start = pl.ref.offset / page * page;
+  size_t len = (size_t)(pl.ref.offset - start + pl.size);
+  char *pub = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, (off_t)start);
+  char *priv = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+  close(fd);
+  pthread_mutex_lock(&rt.lock);
+  simError_t e = simSuccess;
+  if (pub == MAP_FAILED || priv == MAP_FAILED) {
+    e = simErrorMemoryAllocation;
+  } else if (rt.nimports == rt.icap) {
+    size_t cap = rt.icap ? rt.icap * 2 : 8;
+    import *g = realloc(rt.imports, cap * sizeof *g);
+    if (g) {
+      rt.imports = g;
+      rt.icap = cap;
+    } else {
+      e = simErrorMemoryAllocation;
+    }
+  }
+  if (!e) {
+    char *at = pub + (pl.ref.offset - start);
+    rt.imports[rt.nimports++] = (import){pub, priv, at, len, (size_t)pl.size, pl.device};
+    *p = at;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  if (e) {
+    if (pub != MAP_FAILED)
+      munmap(pub, len);
+    if (priv != MAP_FAILED)
+      munmap(priv, len);
+    snprintf(ipc_reason, sizeof ipc_reason, "cannot map %zu bytes", len);
+  }
+  return e;
+}
+
+simError_t simIpcCloseMemHandle(void *p) {
+  INJECT("IpcCloseMemHandle");
+  pthread_mutex_lock(&rt.lock);
+  simError_t e = simErrorInvalidValue;
+  for (size_t i = 0; i < rt.nimports; i++)
+    if (rt.imports[i].ptr == p) {
+import im = rt.imports[i];
+      rt.imports[i] = rt.imports[--rt.nimports];
+      munmap(im.pub_map, im.map_len);
+      munmap(im.priv_map, im.map_len);
+      e = simSuccess;
+      break;
+    }
+  pthread_mutex_unlock(&rt.lock);
+  return e;
 }
 
 simError_t simStreamCreateWithFlags(simStream_t *out, unsigned flags) {

@@ -120,6 +120,20 @@ simError_t simEventRecord(simEvent_t e, simStream_t s);
 simError_t simEventSynchronize(simEvent_t e);
 simError_t simEventDestroy(simEvent_t e);
 
+/* Sharing device memory with another process, as cudaIpc* does: a 64-byte handle names the
+ * start of a live allocation (the device's memfd, which the runtime keeps open, an offset and
+ * the exporter's pid); opening it maps the same bytes into this process as device memory of the
+ * same device number (PROT_NONE to the host, reached through a private view); closing unmaps it.
+ * An exporter's free poisons the bytes with 0xDD, which an importer still mapping them sees.
+ * simIpcReason(): why the calling thread's last failed open failed. */
+typedef struct simIpcMemHandle {
+  unsigned char reserved[64];
+} simIpcMemHandle_t;
+simError_t simIpcGetMemHandle(simIpcMemHandle_t *handle, void *p);
+simError_t simIpcOpenMemHandle(void **p, simIpcMemHandle_t handle, unsigned flags);
+simError_t simIpcCloseMemHandle(void *p);
+const char *simIpcReason(void);
+
 /* Runtime-wide settings (the plugin's [plugin sim] options): devices (1..16), bytes of memory
  * per device, jitter_us (the largest random delay before each stream operation), seed. Fails
  * with simErrorNotReady when the device count or memory would change while device memory or

@@ -16,7 +16,7 @@ from . import _lib
 from .dtype import DType
 from .errors import (BufferFreedError, CallbackError, ConfigError, DeviceExportError, DevmmError,
                      DevmmStateError, DevmmValueError, OutOfMemoryError, PluginError,
-                     StreamError)
+                     StaleHandleError, StreamError)
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
 from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
@@ -31,6 +31,7 @@ _LAZY = {
     "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
     "Strided": "layout",
     "snapshot": "timeline", "profile": "profile",
+    "open_ipc": "ipc", "ipc": "ipc", "dask": "dask",
 }
 
 
@@ -57,10 +58,12 @@ __all__ = [
     "CallbackMemoryResource", "ColumnMajor", "ConfigError", "DType", "DeviceExportError",
     "DevmmError", "DevmmStateError", "DevmmValueError", "FailureCallbackAdaptor", "Layout",
     "LimitingAdaptor", "LoggingAdaptor", "MemoryResource", "OutOfMemoryError", "PluginError",
-    "RowMajor", "Statistics", "StatisticsAdaptor", "StreamError", "Strided", "Tensor",
+    "RowMajor", "StaleHandleError", "Statistics", "StatisticsAdaptor", "StreamError",
+    "Strided", "Tensor",
     "ThreadSafeAdaptor",
     "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
-    "info", "init", "plugins", "profile", "set_current_device_resource", "snapshot",
+    "info", "init", "open_ipc", "plugins", "profile", "set_current_device_resource",
+    "snapshot",
     "using_memory_resource", "version", "zeros",
 ]
 

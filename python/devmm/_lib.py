@@ -239,6 +239,11 @@ _SIGNATURES = {
     "devmm_log_read": (c_int, [c_char_p, POINTER(POINTER(Log))]),
     "devmm_log_free": (None, [POINTER(Log)]),
     "devmm_last_oom": (c_int, [POINTER(OomReport)]),
+    # IPC (#13, ADR 30): handles are DEVMM_IPC_HANDLE_SIZE bytes, passed as char buffers
+    "devmm_ipc_get_handle": (c_int, [_P, _P, c_size_t, _P]),
+    "devmm_ipc_handle_info": (c_int, [_P, _P]),  # (handle, IpcInfo *)
+    "devmm_ipc_open": (c_int, [_P, _P, POINTER(c_void_p)]),
+    "devmm_ipc_supported": (c_int, [_P]),
 }
 
 
@@ -376,3 +381,9 @@ py_callbacks = _builtin("callbacks")  # -> C trampolines calling two Python func
 
 CONSTANTS: dict = _builtin("constants")()
 """The C constants by name: ``CONSTANTS["DEVMM_DEVICE_CUDA"]``, status codes, flags, limits."""
+
+
+class IpcInfo(Structure):
+    """devmm_ipc_info (ipc.h): what a handle's header says."""
+    _fields_ = [("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
+                ("bytes", c_uint64), ("pid", c_int32), ("same_machine", c_int)]

@@ -31,6 +31,12 @@ class OutOfMemoryError(DevmmError, MemoryError):
     ``(ptr, bytes, thread_id, where)`` tuples, largest first.
     """
 
+    def __new__(cls, *args: object, **kwargs: object) -> "OutOfMemoryError":
+        # BaseException's __new__, not MemoryError's: a subclass whose first base is
+        # DevmmError may not call MemoryError.__new__ directly, which is what unpickling with
+        # tblib does (Dask sends a task's exception that way)
+        return Exception.__new__(cls, *args)
+
     device = stack = reason = counted_by = None
     requested_bytes = alignment = current_bytes = peak_bytes = None
     free_bytes = total_bytes = live_count = live_bytes = None
@@ -50,6 +56,11 @@ class OutOfMemoryError(DevmmError, MemoryError):
             self.live_count, self.live_bytes = rep.live_count, rep.live_bytes
             self.largest = tuple((a.ptr, a.bytes, a.thread_id, text(a.where))
                                  for a in rep.largest[:rep.nlargest])
+
+
+class StaleHandleError(DevmmError, LookupError):
+    """An IPC handle names memory that is gone: its exporter freed it or exited
+    (:func:`devmm.open_ipc`)."""
 
 
 def _text(b: bytes) -> object:

@@ -127,6 +127,13 @@ class Buffer(_SameHandle):
     def stream(self) -> Optional[int]:
         return _lib.buffer_stream(self._h)
 
+    def ipc_handle(self) -> bytes:
+        """A handle another process opens with :func:`devmm.open_ipc` to map this memory
+        (a 1-D ``uint8`` tensor there), when the resource shares memory (``cpu.shm``,
+        ``sim.device``, ...: see :mod:`devmm.ipc`); else :class:`~devmm.DevmmError`."""
+        from .ipc import buffer_handle
+        return buffer_handle(self)
+
     def __enter__(self) -> "Buffer":
         return self
 
@@ -226,6 +233,26 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<devmm.Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+
+    # ------------------------------------------------------------------ processes
+    def ipc_handle(self) -> bytes:
+        """A handle (bytes: the buffer's and this tensor's shape, dtype, strides and offset)
+        that another process opens with :func:`devmm.open_ipc` to see this tensor's memory,
+        when its resource shares memory (see :mod:`devmm.ipc`)."""
+        from .ipc import tensor_handle
+        return tensor_handle(self)
+
+    def __reduce__(self) -> tuple:
+        """Pickles by IPC handle when the resource shares memory (zero-copy for
+        ``multiprocessing``), else by value."""
+        from .ipc import _reduce
+        return _reduce(self)
+
+    def __copy__(self) -> "Tensor":
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        return self.copy()  # a copy, never a second mapping of the same memory
 
     # ------------------------------------------------------------------ interchange
     def __dlpack_device__(self) -> tuple[int, int]:

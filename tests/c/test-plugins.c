@@ -537,8 +537,9 @@ START_TEST(plugin_factory_faults) {
   ck_assert_str_eq(d.plugin, "cpu");
   /* kinds are numbered across the plugins, in their order */
   ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
-  ck_assert_str_eq(devmm_kind_name(3), "faulty.heap");
-  ck_assert_ptr_null(devmm_kind_name(4));
+  ck_assert_str_eq(devmm_kind_name(3), "cpu.shm");
+  ck_assert_str_eq(devmm_kind_name(4), "faulty.heap");
+  ck_assert_ptr_null(devmm_kind_name(5));
   cpu_still_works();
   unlink(ok);
   /* the host's services as a plugin sees them: parse_bool gives exactly 1 or 0 */
@@ -730,7 +731,8 @@ START_TEST(cpu_device_info) {
   ck_assert_str_eq(devmm_kind_name(0), "cpu.malloc"); /* every kind of every loaded plugin */
   ck_assert_str_eq(devmm_kind_name(1), "cpu.aligned");
   ck_assert_str_eq(devmm_kind_name(2), "cpu.mmap");
-  ck_assert_ptr_null(devmm_kind_name(3));
+  ck_assert_str_eq(devmm_kind_name(3), "cpu.shm");
+  ck_assert_ptr_null(devmm_kind_name(4));
   ck_assert_int_eq(devmm_device_get(5, &d), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_plugin_get(5, NULL), DEVMM_EINVAL);
 }

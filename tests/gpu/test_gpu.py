@@ -436,6 +436,45 @@ def bench():
           f"{'MET' if ok else 'MISSED'}")
 
 
+def _ipc_round_trip(resource):
+    """A tensor of resource opened by handle in another process (a CUDA importer must be one):
+    the child checks the bytes and writes new ones; the parent sees them (#13, ADR 30)."""
+    import subprocess
+    import textwrap
+    n = np()
+    host = devmm.empty((4096,), "int32")
+    n.asarray(host)[:] = n.arange(4096)
+    t = devmm.empty((4096,), "int32", resource=resource)
+    devmm._lib.check(devmm._lib.copy(resource._h, t.data_ptr, host.data_ptr, t.nbytes, None))
+    devmm._lib.check(devmm._lib.synchronize(resource._h, None))
+    child = textwrap.dedent("""
+        import sys, numpy as np, devmm
+        u = devmm.open_ipc(bytes.fromhex(sys.argv[1]))
+        assert (np.asarray(u.copy("cpu")) == np.arange(4096)).all(), "child: wrong bytes"
+        seven = devmm.empty((4096,), "int32")
+        np.asarray(seven)[:] = 7
+        r = u.buffer.resource
+        devmm._lib.check(devmm._lib.copy(r._h, u.data_ptr, seven.data_ptr, u.nbytes, None))
+        devmm._lib.check(devmm._lib.synchronize(r._h, None))
+        print("child:", r.name)
+    """)
+    r = subprocess.run([sys.executable, "-c", child, t.ipc_handle().hex()], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.stderr
+    assert (n.asarray(t.copy("cpu")) == 7).all(), "the parent does not see the child's write"
+
+
+@check
+def ipc_cuda_device_between_processes():
+    _ipc_round_trip(cuda_mrs().CudaMemoryResource(0))
+
+
+@check
+def ipc_cuda_async_pool_between_processes():
+    _ipc_round_trip(cuda_mrs().CudaAsyncMemoryResource(0, pool="own", ipc=True))
+
+
 def main(argv):
     if argv[1:] == ["--list"]:
         print("\n".join(CHECKS))

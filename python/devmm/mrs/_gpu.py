@@ -25,9 +25,10 @@ def classes(plugin: str, prefix: str, runtime: dict) -> dict:
 
         def __init__(self, device: int = 0, pool: str = "default",
                      release_threshold: Optional[Union[int, str]] = None,
-                     max_pool_size: Optional[Union[int, str]] = None) -> None:
+                     max_pool_size: Optional[Union[int, str]] = None,
+                     ipc: bool = False) -> None:
             super().__init__(device, pool=pool, release_threshold=release_threshold,
-                             max_pool_size=max_pool_size)
+                             max_pool_size=max_pool_size, ipc=True if ipc else None)
 
     class Managed(KindResource):
         __slots__ = ()
@@ -49,7 +50,9 @@ def classes(plugin: str, prefix: str, runtime: dict) -> dict:
                      f"on the device's default pool (``pool=\"default\"``) or a pool of its own "
                      f"(``pool=\"own\"``, with ``max_pool_size`` and ``release_threshold`` (bytes, "
                      f"\"4GiB\" or \"50%\"): freed memory the pool keeps; the default pool is "
-                     f"the whole process's, devmm leaves its settings alone).")
+                     f"the whole process's, devmm leaves its settings alone); ``ipc=True`` "
+                     f"with an own pool: other processes can open its allocations "
+                     f"(devmm.open_ipc; CUDA only).")
     Managed.__doc__ = (f"``{runtime['managed']}``; ``advise`` = None | \"read_mostly\" | "
                        f"\"preferred_location\" | \"accessed_by\" (for this device), "
                        f"``prefetch=True`` moves new memory to the device.")

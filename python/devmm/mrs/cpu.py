@@ -7,6 +7,9 @@
 'cpu.aligned(4096)'
 >>> MmapMemoryResource(huge_pages="transparent", populate=True).name
 'cpu.mmap(transparent)'
+>>> from devmm.mrs.cpu import SharedMemoryResource
+>>> SharedMemoryResource().name
+'cpu.shm'
 """
 
 from __future__ import annotations
@@ -43,3 +46,14 @@ class MmapMemoryResource(KindResource):
 
     def __init__(self, huge_pages: str = "never", populate: bool = False) -> None:
         super().__init__(0, huge_pages=huge_pages, populate=populate)
+
+
+class SharedMemoryResource(KindResource):
+    """A memfd per allocation, mapped shared: tensors other processes can open without a copy
+    (:func:`devmm.open_ipc`, pickling; ADR 30). Each live allocation holds one descriptor."""
+
+    __slots__ = ()
+    KIND = "cpu.shm"
+
+    def __init__(self) -> None:
+        super().__init__(0)

@@ -1,0 +1,96 @@
+/* devmm — sharing allocations between processes (IPC) without copying (ADR 30).
+ *
+ * The exporter asks for a handle: DEVMM_IPC_HANDLE_SIZE plain bytes it may send any way it likes
+ * (a pipe, a pickle, a Dask message). Another process on the same machine opens the handle and
+ * gets a buffer mapping the same memory; closing it unmaps it there.
+ *
+ *   devmm_ipc_handle h;                       // exporter: r's stack ends in cpu.shm, sim.device...
+ *   devmm_ipc_get_handle(r, ptr, bytes, &h);  // ... write(pipe, h.bytes, sizeof h.bytes)
+ *   devmm_buffer *b;                          // importer: read(pipe, h.bytes, sizeof h.bytes)
+ *   devmm_ipc_open(NULL, &h, &b);             // devmm_buffer_ptr(b): the same bytes
+ *   devmm_ipc_close(b);
+ *
+ * A handle starts with a header devmm writes (a magic, a version, a checksum, the exporter's
+ * pid and boot id, the device, the size and the kind that made it), so that a truncated,
+ * corrupted or foreign handle is refused with a message; the rest is the leaf's payload.
+ *
+ * Lifetime: a handle can be opened only while the exporter's allocation is live (the exporter
+ * keeps the memory's descriptor; once it frees the memory or exits, opening fails with
+ * DEVMM_ENOENT). A mapping already open stays valid until the importer closes it: for cpu.shm the
+ * exporter's free only drops its own mapping. For device memory the runtime's rule applies
+ * (CUDA: the exporter must not free before every importer closed; the simulator makes that
+ * visible: the importer then reads the 0xDD poison of a free).
+ *
+ * Statistics and limits: an opened mapping is not an allocation of the importer. Its adaptors
+ * (statistics, limiting, tracking, logging) count nothing for it; the memory is counted once,
+ * by the exporter, which allocated it. */
+#ifndef DEVMM_IPC_H
+#define DEVMM_IPC_H
+
+#include "resource.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEVMM_IPC_HANDLE_SIZE 256 /* bytes of a handle */
+#define DEVMM_IPC_HEADER_SIZE 96  /* devmm's header at its start */
+#define DEVMM_IPC_PAYLOAD_SIZE (DEVMM_IPC_HANDLE_SIZE - DEVMM_IPC_HEADER_SIZE) /* the leaf's */
+#define DEVMM_IPC_KIND_MAX 48 /* a kind name that makes handles is shorter than this */
+
+/* A handle: plain bytes, to be copied as they are. */
+typedef struct devmm_ipc_handle {
+  unsigned char bytes[DEVMM_IPC_HANDLE_SIZE];
+} devmm_ipc_handle;
+
+/* The optional IPC group of a resource's ops (devmm_resource_ops.ipc), implemented by a leaf
+ * resource whose memory another process can map. Adaptors need none: the core forwards a
+ * request down the stack to the first resource that has one. Fields are only appended;
+ * struct_size says how many a group has. */
+typedef struct devmm_resource_ipc_ops {
+  size_t struct_size; /* sizeof(devmm_resource_ipc_ops) when the group was compiled */
+  /* The kind written into handles and matched when opening ("cpu.shm"): a resource of that
+   * kind (devmm_resource_create_kind) opens them. */
+  const char *kind;
+  /* Fills payload (DEVMM_IPC_PAYLOAD_SIZE bytes, zeroed) so that open, in another process, can
+   * map [ptr, ptr + bytes), memory this resource allocated. */
+  int (*get_handle)(devmm_resource *self, void *ptr, size_t bytes, unsigned char *payload);
+  /* Maps what payload names (bytes long, made by a process with id pid) into this process:
+   * *out its address, *token anything close needs. */
+  int (*open)(devmm_resource *self, const unsigned char *payload, size_t bytes, int32_t pid,
+              void **out, void **token);
+  /* Unmaps what open mapped. */
+  int (*close)(devmm_resource *self, void *ptr, size_t bytes, void *token);
+} devmm_resource_ipc_ops;
+
+/* What a handle's header says. */
+typedef struct devmm_ipc_info {
+  char kind[DEVMM_IPC_KIND_MAX]; /* the kind that made it */
+  devmm_device device;
+  uint64_t bytes;   /* size of the shared range */
+  int32_t pid;      /* the exporting process */
+  int same_machine; /* 1 if made on this machine since its last boot */
+} devmm_ipc_info;
+
+/* Writes a handle for [ptr, ptr + bytes), memory from r (or a resource of its stack that shares
+ * memory; DEVMM_ENOTSUP, naming the stack, if none does). */
+DEVMM_API int devmm_ipc_get_handle(devmm_resource *r, void *ptr, size_t bytes,
+                                   devmm_ipc_handle *out);
+/* Checks a handle's header (DEVMM_EINVAL: not a devmm handle, corrupted, another version) and
+ * describes it. */
+DEVMM_API int devmm_ipc_handle_info(const devmm_ipc_handle *h, devmm_ipc_info *out);
+/* Opens a handle made by another process (or this one) as a buffer of the handle's size,
+ * through r's stack, or when r is NULL the current resource of the handle's device if its stack
+ * serves the handle's kind, else a new resource of that kind. Close it with devmm_ipc_close
+ * (or devmm_buffer_free + devmm_buffer_release: the mapping goes with the memory). */
+DEVMM_API int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *h, devmm_buffer **out);
+/* Unmaps a buffer from devmm_ipc_open (when its last export lets go) and releases it. */
+DEVMM_API void devmm_ipc_close(devmm_buffer *b);
+/* 1 if r's stack can make handles (some resource in it has an IPC group), else 0. */
+DEVMM_API int devmm_ipc_supported(const devmm_resource *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
