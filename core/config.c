@@ -128,6 +128,19 @@ static void free_list(char **list, size_t n) {
   free(list);
 }
 
+/* Appends item (taken; NULL is a terminator when n counts it) to the list; -1 (item freed) if out
+ * of memory. */
+static int push(char ***list, size_t *n, char *item) {
+  char **grown = realloc(*list, (*n + 1) * sizeof **list);
+  if (!grown) {
+    free(item);
+    return -1;
+  }
+  *list = grown;
+  grown[(*n)++] = item;
+  return 0;
+}
+
 static void cfg_free(cfg *c) {
   free(c->source);
   free(c->dir);
@@ -446,7 +459,8 @@ static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;  /* serialises dev
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER; /* guards `current` */
 static state *current;
 static atomic_int initialized;
-static atomic_int lazy_tried; /* the registry's fallback tries a lazy init once */
+static atomic_int lazy_tried;           /* the registry's fallback tries a lazy init once */
+static char lazy_error[DEVMM__MSG_MAX]; /* why it failed (under state_lock), told at every use */
 
 static void state_free(state *s) {
   if (!s)
@@ -605,6 +619,21 @@ static const dsection *section_for(const cfg *c, devmm_device d) {
   return wild;
 }
 
+/* The line to blame for a factory's refusal `msg`: the option it names (its value quoted, or its
+ * key), the only option it was given, or else the section's header. */
+static int option_line(const dsection *sec, const devmm_option *opts, size_t n, const char *msg) {
+  char quoted[256];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(quoted, sizeof quoted, "'%s'", opts[i].value);
+    if (strstr(msg, quoted))
+      return opts[i].line;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (strstr(msg, opts[i].key))
+      return opts[i].line;
+  return n == 1 ? opts[0].line : sec->line;
+}
+
 /* Builds one device's stack. A file error (bad option value) is returned; a runtime failure
  * (the factory failed) is recorded in ds->error and returns DEVMM_OK. */
 static int build_device(state *s, dstate *ds) {
@@ -632,7 +661,7 @@ static int build_device(state *s, dstate *ds) {
   devmm_resource *r = NULL;
   devmm_clear_error();
   int frc = k->create(devmm__host(), ds->info.device.device_id, opts, n, &r);
-  if (frc == DEVMM_EINVAL && sec) { /* a bad option value: the file's fault */
+  if ((frc == DEVMM_EINVAL || frc == DEVMM_ECONFIG) && sec) { /* a bad option: the file's */
     char msg[DEVMM__MSG_MAX];
     snprintf(msg, sizeof msg, "%s", devmm_last_error());
     devmm_resource_release(r);
@@ -640,8 +669,8 @@ static int build_device(state *s, dstate *ds) {
     devmm_device_format(sec->dev, name, sizeof name);
     if (sec->wildcard)
       name[strcspn(name, ":")] = '\0';
-    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source, sec->line, name,
-                           sec->wildcard ? ":*" : "", msg);
+    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source,
+                           option_line(sec, opts, n, msg), name, sec->wildcard ? ":*" : "", msg);
   }
   if (frc != DEVMM_OK || !r) {
     char msg[DEVMM__MSG_MAX + 64];
@@ -699,6 +728,25 @@ static int build_device(state *s, dstate *ds) {
 
 /* ================================================================ init */
 
+/* path made absolute against the working directory (as it is now); NULL with errno set if the
+ * working directory is unknown or memory ran out. */
+static char *absolute(const char *path) {
+  if (path[0] == '/')
+    return devmm__strdup(path);
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd))
+    return NULL;
+  while (path[0] == '.' && path[1] == '/')
+    path += 2;
+  if (strcmp(path, ".") == 0)
+    path = "";
+  size_t n = strlen(cwd) + strlen(path) + 2;
+  char *out = malloc(n);
+  if (out)
+    snprintf(out, n, "%s%s%s", cwd, *path && strcmp(cwd, "/") != 0 ? "/" : "", path);
+  return out;
+}
+
 static int open_config(const char *path, cfg *c, FILE **f) {
   const char *chosen = path;
   char xdg[4096];
@@ -724,12 +772,13 @@ static int open_config(const char *path, cfg *c, FILE **f) {
     return c->source && *f ? DEVMM_OK : devmm_set_error(DEVMM_ENOMEM, "out of memory");
   }
   c->source = devmm__strdup(chosen);
-  char *d = devmm__strdup(chosen), *slash = d ? strrchr(d, '/') : NULL;
-  if (slash)
-    *slash = '\0';
-  c->dir = slash ? d : NULL;
-  if (!slash)
-    free(d);
+  /* its directory, absolute now (at init): relative plugin_path entries start there */
+  char *d = absolute(chosen), *slash = d ? strrchr(d, '/') : NULL;
+  if (!d)
+    return devmm_set_error(DEVMM_ECONFIG, "cannot resolve configuration file '%s': %s", chosen,
+                           strerror(errno));
+  *(slash == d ? slash + 1 : slash) = '\0';
+  c->dir = d;
   *f = fopen(chosen, "re");
   if (!*f)
     return devmm_set_error(DEVMM_ECONFIG, "cannot read configuration file '%s': %s", chosen,
@@ -737,23 +786,35 @@ static int open_config(const char *path, cfg *c, FILE **f) {
   return DEVMM_OK;
 }
 
-/* The plugin search path: $DEVMM_PLUGIN_PATH, plugin_path, the installed directory; dirs has
- * room for 128 and is NULL-terminated. Returns the copy of the environment to free. */
-static char *plugin_dirs(const cfg *c, const char **dirs) {
-  size_t nd = 0;
-  char *envcopy = NULL;
+/* The plugin search path, every entry absolute: $DEVMM_PLUGIN_PATH (a relative entry is taken
+ * from the working directory now, at init), plugin_path (resolved against the configuration
+ * file's directory when parsed), the installed directory. A new NULL-terminated list (free it
+ * with free_list), or NULL with the error set. */
+static char **plugin_dirs(const cfg *c, size_t *n) {
+  char **dirs = NULL;
+  *n = 0;
   const char *env = devmm__getenv("DEVMM_PLUGIN_PATH");
-  if (env && (envcopy = devmm__strdup(env)) != NULL) {
-    char *save = NULL;
-    for (char *t = strtok_r(envcopy, ":", &save); t && nd < 64; t = strtok_r(NULL, ":", &save))
-      dirs[nd++] = t;
+  char *envcopy = env ? devmm__strdup(env) : NULL, *save = NULL;
+  int oom = env && !envcopy;
+  for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && !oom;
+       t = strtok_r(NULL, ":", &save)) {
+    char *full = absolute(t);
+    oom = !full || push(&dirs, n, full);
   }
-  for (size_t i = 0; i < c->npaths && nd < 126; i++)
-    dirs[nd++] = c->paths[i];
-  if (*devmm__installed_plugin_dir())
-    dirs[nd++] = devmm__installed_plugin_dir();
-  dirs[nd] = NULL;
-  return envcopy;
+  free(envcopy);
+  for (size_t i = 0; i <= c->npaths && !oom; i++) {
+    const char *d = i < c->npaths ? c->paths[i] : devmm__installed_plugin_dir();
+    char *copy = *d ? devmm__strdup(d) : NULL;
+    oom = *d && (!copy || push(&dirs, n, copy));
+  }
+  if (!oom && !(oom = push(&dirs, n, NULL)))
+    --*n; /* the terminator, not counted */
+  if (oom) {
+    free_list(dirs, *n);
+    devmm_set_error(DEVMM_ENOMEM, "out of memory (the plugin path)");
+    return NULL;
+  }
+  return dirs;
 }
 
 static int build(const char *path, state **out) {
@@ -773,18 +834,22 @@ static int build(const char *path, state **out) {
   if (s->c.log_level >= 0)
     devmm__set_log_level(s->c.log_level);
   /* plugin directories: $DEVMM_PLUGIN_PATH, plugin_path, the installed directory */
-  const char *dirs[128];
-  char *envcopy = plugin_dirs(&s->c, dirs);
+  size_t ndirs = 0;
+  char **dirs = plugin_dirs(&s->c, &ndirs);
+  if (!dirs) {
+    rc = DEVMM_ENOMEM;
+    goto fail;
+  }
   s->plugins = calloc(s->c.nplugins, sizeof *s->plugins);
   if (!s->plugins) {
-    free(envcopy);
+    free_list(dirs, ndirs);
     rc = devmm_set_error(DEVMM_ENOMEM, "out of memory");
     goto fail;
   }
   for (size_t i = 0; i < s->c.nplugins; i++) {
     for (size_t j = 0; j < i; j++)
       if (strcmp(s->c.plugins[i], s->c.plugins[j]) == 0) {
-        free(envcopy);
+        free_list(dirs, ndirs);
         rc = devmm_set_error(DEVMM_ECONFIG, "%s: plugin '%s' is listed twice in plugins = ...",
                              s->c.source, s->c.plugins[i]);
         goto fail;
@@ -797,15 +862,15 @@ static int build(const char *path, state **out) {
     size_t np = 0;
     for (size_t k = 0; ps && k < ps->nopts && np < 64; k++)
       popts[np++] = (devmm_option){ps->opts[k].key, ps->opts[k].value, ps->opts[k].line};
-    devmm__plugin *p = devmm__plugin_load(s->c.plugins[i], dirs, popts, np);
+    devmm__plugin *p = devmm__plugin_load(s->c.plugins[i], (const char *const *)dirs, popts, np);
     if (!p) {
-      free(envcopy);
+      free_list(dirs, ndirs);
       rc = devmm_set_error(DEVMM_ENOMEM, "out of memory");
       goto fail;
     }
     s->plugins[s->nplugins++] = p;
     if (p->config_failed) { /* a bad [plugin ...] option is an error of the file */
-      free(envcopy);
+      free_list(dirs, ndirs);
       rc = devmm_set_error(DEVMM_ECONFIG, "%s:%d: [plugin %s]: %s", s->c.source,
                            p->config_line ? p->config_line
                            : ps           ? ps->line
@@ -818,7 +883,7 @@ static int build(const char *path, state **out) {
     else if (p->error)
       devmm__log(DEVMM_LOG_INFO, NULL, "plugin '%s': %s", p->name, p->error);
   }
-  free(envcopy);
+  free_list(dirs, ndirs);
   /* two plugins may not offer the same kind */
   for (size_t i = 0; i < s->nplugins; i++)
     for (size_t j = 0; s->plugins[i]->desc && j < s->nplugins; j++)
@@ -883,6 +948,7 @@ static int init(const char *path, int lazy) {
   pthread_mutex_lock(&state_lock);
   state *old = current;
   current = s;
+  lazy_error[0] = '\0';
   pthread_mutex_unlock(&state_lock);
   /* Replace what the previous configuration set; leave what the user set alone (a lazy init
    * only fills devices that have no resource yet). */
@@ -912,13 +978,23 @@ void devmm_shutdown(void) {
       devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL, 0);
   atomic_store(&initialized, 0);
   atomic_store(&lazy_tried, 0);
+  pthread_mutex_lock(&state_lock);
+  lazy_error[0] = '\0';
+  pthread_mutex_unlock(&state_lock);
   pthread_mutex_unlock(&init_lock);
   state_free(old);
 }
 
 int devmm_is_initialized(void) { return atomic_load(&initialized); }
 
-const char *devmm_config_source(void) { return current ? current->c.source : ""; }
+/* The source string lives as long as its state: until the next devmm_init or devmm_shutdown,
+ * as documented in config.h. Read under the lock its writers take. */
+const char *devmm_config_source(void) {
+  pthread_mutex_lock(&state_lock);
+  const char *source = current ? current->c.source : "";
+  pthread_mutex_unlock(&state_lock);
+  return source;
+}
 
 static void ensure_init(void) {
   if (!atomic_load(&initialized) && init(NULL, 1) != DEVMM_OK)
@@ -934,6 +1010,9 @@ int devmm__registry_fallback(devmm_device device, devmm_resource **out) {
     ensure_init();
     if (!atomic_load(&initialized)) {
       snprintf(saved, sizeof saved, "%s", devmm_last_error());
+      pthread_mutex_lock(&state_lock);
+      snprintf(lazy_error, sizeof lazy_error, "%s", saved);
+      pthread_mutex_unlock(&state_lock);
       return devmm_set_error(DEVMM_ENOENT,
                              "no current resource for device %s: devmm could not "
                              "initialise: %s",
@@ -945,7 +1024,9 @@ int devmm__registry_fallback(devmm_device device, devmm_resource **out) {
   /* explain why: a device that failed to build, a plugin with 0 devices, or nothing */
   char why[DEVMM__MSG_MAX] = "";
   pthread_mutex_lock(&state_lock);
-  if (!current) {
+  if (!current && lazy_error[0]) {
+    snprintf(why, sizeof why, "devmm could not initialise: %.440s", lazy_error);
+  } else if (!current) {
     snprintf(why, sizeof why, "set one with devmm_set_current_resource() or call devmm_init()");
   } else {
     for (size_t i = 0; i < current->ndevices && !why[0]; i++)
@@ -1054,10 +1135,12 @@ static const devmm_resource_kind *load_for_kind(state *s, const char *kind) {
   if (!grown)
     return NULL;
   s->plugins = grown;
-  const char *dirs[128];
-  char *envcopy = plugin_dirs(&s->c, dirs);
-  devmm__plugin *p = devmm__plugin_load(name, dirs, NULL, 0);
-  free(envcopy);
+  size_t ndirs = 0;
+  char **dirs = plugin_dirs(&s->c, &ndirs);
+  if (!dirs)
+    return NULL;
+  devmm__plugin *p = devmm__plugin_load(name, (const char *const *)dirs, NULL, 0);
+  free_list(dirs, ndirs);
   if (!p)
     return NULL;
   s->plugins[s->nplugins++] = p;
