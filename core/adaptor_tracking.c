@@ -644,4 +644,3 @@ size_t devmm__tracking_describe_tag(devmm_resource *r, uint64_t tag, char *buf, 
   return describe(r->ctx, tag, buf, cap);
 }
 
-void devmm_string_free(char *s) { free(s); }

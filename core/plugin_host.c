@@ -31,16 +31,16 @@ static void host_log(int level, const char *plugin, const char *fmt, ...) {
 static int host_parse_bool(const char *text, int *out) { return devmm__parse_bool(text, out); }
 
 static const devmm_host_services host = {
-    sizeof(devmm_host_services),
-    DEVMM_PLUGIN_ABI_MAJOR,
-    DEVMM_PLUGIN_ABI_MINOR,
-    host_log,
-    devmm_set_error,
-    devmm_resource_create,
-    devmm_resource_context,
-    devmm_parse_size,
-    host_parse_bool,
-    devmm_last_error,
+    .struct_size = sizeof(devmm_host_services),
+    .abi_major = DEVMM_PLUGIN_ABI_MAJOR,
+    .abi_minor = DEVMM_PLUGIN_ABI_MINOR,
+    .log = host_log,
+    .set_error = devmm_set_error,
+    .resource_create = devmm_resource_create,
+    .resource_context = devmm_resource_context,
+    .parse_size = devmm_parse_size,
+    .parse_bool = host_parse_bool,
+    .last_error = devmm_last_error,
 };
 
 const devmm_host_services *devmm__host(void) { return &host; }
