@@ -77,7 +77,8 @@ static devmm__plugin *fail(devmm__plugin *p, char *error) {
 /* ------------------------------------------------------------------ finding the file */
 
 /* Refuses one file or directory that someone else may write to (a way to plant code): writable
- * by others, or by a group other than root's (as sudo allows), unless it is a sticky directory
+ * by others, or by a group other than root's or this user's own (sudo allows root's; the user's
+ * own primary group is the private group of umask-002 systems), unless it is a sticky directory
  * (/tmp: nobody can replace another's entry there); or owned by a user other than root and this
  * one. The message shows the full permission bits, the sticky bit included. */
 static char *check_not_writable(const char *what, const char *path) {
@@ -89,7 +90,7 @@ static char *check_not_writable(const char *what, const char *path) {
   if ((st.st_mode & S_IWOTH) && !sticky)
     return fmt_dup("refusing %s '%s': it is writable by others (mode %04o); fix with chmod o-w",
                    what, path, mode);
-  if ((st.st_mode & S_IWGRP) && st.st_gid != 0 && !sticky)
+  if ((st.st_mode & S_IWGRP) && st.st_gid != 0 && st.st_gid != getegid() && !sticky)
     return fmt_dup("refusing %s '%s': it is writable by its group, gid %u (mode %04o); fix with "
                    "chmod g-w",
                    what, path, (unsigned)st.st_gid, mode);
