@@ -50,6 +50,7 @@ static void state_free(devmm__state *s) {
   for (size_t i = 0; i < s->nplugins; i++)
     devmm__plugin_free(s->plugins[i]);
   free(s->plugins);
+  devmm__free_list(s->dirs, s->ndirs);
   devmm__config_free(&s->c);
   free(s);
 }
@@ -177,6 +178,7 @@ static char **plugin_dirs(const devmm__config *c, size_t *n) {
   }
   if (oom) {
     devmm__free_list(dirs, *n);
+    *n = 0;
     devmm_set_error(DEVMM_ENOMEM, "out of memory (the plugin path)");
     return NULL;
   }
@@ -228,16 +230,13 @@ static int load_plugin(devmm__state *s, size_t i, char **dirs) {
 }
 
 static int load_plugins(devmm__state *s) {
-  size_t ndirs = 0;
-  char **dirs = plugin_dirs(&s->c, &ndirs);
-  if (!dirs)
+  if (!(s->dirs = plugin_dirs(&s->c, &s->ndirs))) /* resolved once: kinds on demand reuse it */
     return DEVMM_ENOMEM;
   int rc = DEVMM_OK;
   if (!(s->plugins = calloc(s->c.nplugins ? s->c.nplugins : 1, sizeof *s->plugins)))
     rc = devmm_set_error(DEVMM_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < s->c.nplugins; i++)
-    rc = load_plugin(s, i, dirs);
-  devmm__free_list(dirs, ndirs);
+    rc = load_plugin(s, i, s->dirs);
   /* two plugins may not offer the same kind */
   for (size_t i = 0; !rc && i < s->nplugins; i++)
     for (size_t j = 0; !rc && s->plugins[i]->desc && j < s->nplugins; j++)
@@ -427,12 +426,7 @@ static const devmm_resource_kind *load_for_kind(devmm__state *s, const char *kin
   if (!grown)
     return NULL;
   s->plugins = grown;
-  size_t ndirs = 0;
-  char **dirs = plugin_dirs(&s->c, &ndirs);
-  if (!dirs)
-    return NULL;
-  devmm__plugin *p = devmm__plugin_load(name, (const char *const *)dirs, NULL, 0);
-  devmm__free_list(dirs, ndirs);
+  devmm__plugin *p = devmm__plugin_load(name, (const char *const *)s->dirs, NULL, 0);
   if (!p)
     return NULL;
   s->plugins[s->nplugins++] = p;

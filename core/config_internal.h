@@ -107,6 +107,8 @@ typedef struct {
 
 typedef struct {
   devmm__config c;
+  char **dirs; /* the plugin path as this init resolved it (absolute, NULL-terminated) */
+  size_t ndirs;
   devmm__plugin **plugins;
   size_t nplugins;
   devmm__dstate *devices;

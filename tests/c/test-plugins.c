@@ -365,6 +365,17 @@ START_TEST(config_relative_paths) {
   char want[TESTRES_PATH_MAX + 64];
   snprintf(want, sizeof want, "in the plugin path (%s/conf/plug:", dir);
   ck_assert_msg(strstr(st.error, want), "'%s' lacks '%s'", st.error, want);
+  /* a kind whose plugin the file does not name loads on demand from the same path, as
+   * resolved at init (the working directory has changed since) */
+  char *cpuonly = write_temp("[devmm]\nplugins = cpu\n");
+  ck_assert_int_eq(chdir(dir), 0);
+  ck_assert_msg(devmm_init(cpuonly) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(chdir(home), 0);
+  devmm_resource *r = NULL;
+  ck_assert_msg(devmm_resource_create_kind("faulty.heap", 0, NULL, 0, &r) == DEVMM_OK, "%s",
+                devmm_last_error());
+  devmm_resource_release(r);
+  unlink(cpuonly);
   setenv("DEVMM_PLUGIN_PATH", savedcopy, 1);
   free(savedcopy);
   free(real);
