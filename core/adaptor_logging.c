@@ -52,15 +52,15 @@ static void lg_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops logging_ops = {
-    sizeof(devmm_resource_ops),
-    lg_allocate,
-    lg_deallocate,
-    devmm__forward_mem_info,
-    devmm__forward_copy,
-    devmm__forward_memset,
-    devmm__forward_stream_wait,
-    devmm__forward_synchronize,
-    lg_destroy,
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = lg_allocate,
+    .deallocate = lg_deallocate,
+    .mem_info = devmm__forward_mem_info,
+    .copy = devmm__forward_copy,
+    .memset = devmm__forward_memset,
+    .stream_wait = devmm__forward_stream_wait,
+    .synchronize = devmm__forward_synchronize,
+    .destroy = lg_destroy,
 };
 
 int devmm_logging_adaptor_create(devmm_resource *upstream, const char *path, int auto_flush,

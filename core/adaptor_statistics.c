@@ -147,27 +147,27 @@ static void st_destroy(devmm_resource *self) {
 }
 
 static const devmm_resource_ops exact_ops = {
-    sizeof(devmm_resource_ops),
-    ex_allocate,
-    ex_deallocate,
-    devmm__forward_mem_info,
-    devmm__forward_copy,
-    devmm__forward_memset,
-    devmm__forward_stream_wait,
-    devmm__forward_synchronize,
-    st_destroy,
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = ex_allocate,
+    .deallocate = ex_deallocate,
+    .mem_info = devmm__forward_mem_info,
+    .copy = devmm__forward_copy,
+    .memset = devmm__forward_memset,
+    .stream_wait = devmm__forward_stream_wait,
+    .synchronize = devmm__forward_synchronize,
+    .destroy = st_destroy,
 };
 
 static const devmm_resource_ops sharded_ops = {
-    sizeof(devmm_resource_ops),
-    sh_allocate,
-    sh_deallocate,
-    devmm__forward_mem_info,
-    devmm__forward_copy,
-    devmm__forward_memset,
-    devmm__forward_stream_wait,
-    devmm__forward_synchronize,
-    st_destroy,
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = sh_allocate,
+    .deallocate = sh_deallocate,
+    .mem_info = devmm__forward_mem_info,
+    .copy = devmm__forward_copy,
+    .memset = devmm__forward_memset,
+    .stream_wait = devmm__forward_stream_wait,
+    .synchronize = devmm__forward_synchronize,
+    .destroy = st_destroy,
 };
 
 int devmm_statistics_adaptor_create_ex(devmm_resource *upstream, unsigned flags,

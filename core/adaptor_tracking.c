@@ -643,5 +643,3 @@ size_t devmm__tracking_largest(devmm_resource *r, devmm_allocation_info *out, si
 size_t devmm__tracking_describe_tag(devmm_resource *r, uint64_t tag, char *buf, size_t cap) {
   return describe(r->ctx, tag, buf, cap);
 }
-
-void devmm_string_free(char *s) { free(s); }

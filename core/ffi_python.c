@@ -580,9 +580,13 @@ static type_slot export_slots[] = {
     {Py_tp_doc, (void *)"The memory of a devmm tensor, held for one array-interface export."},
     {0, NULL},
 };
-static type_spec export_spec = {"devmm.ArrayExport", sizeof(array_export), 0,
-                                Py_TPFLAGS_HAVE_VERSION_TAG | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-                                export_slots};
+static type_spec export_spec = {
+    .name = "devmm.ArrayExport",
+    .basicsize = sizeof(array_export),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_HAVE_VERSION_TAG | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = export_slots,
+};
 static pyobject *export_type; /* made on first use (buffer slots: CPython >= 3.9) */
 
 static pyobject *f_array_export(pyobject *self, pyobject *const *args, py_ssize_t nargs) {

@@ -74,12 +74,21 @@ int devmm__statistics_peek(devmm_resource *r, devmm_statistics *out);
 /* adaptor_limiting.c: in use and limit of limiting adaptor r (DEVMM_EINVAL if not one). */
 int devmm__limiting_peek(devmm_resource *r, size_t *allocated, size_t *limit);
 
-/* Registry update used by init: mode 0 clears the device's entry if it is `expected`; mode 1
- * sets r only if the device has none; mode 2 sets r unconditionally. */
+/* registry.c: how devmm__registry_replace changes a device's entry. */
+typedef enum {
+  DEVMM__REGISTRY_CLEAR,   /* remove the entry if it is still `expected` (r unused) */
+  DEVMM__REGISTRY_FILL,    /* set r only if the device has none (lazy init: the user's stay) */
+  DEVMM__REGISTRY_REPLACE, /* set r whatever the device has (an explicit devmm_init) */
+} devmm__registry_mode;
+/* Registry update used by init (see devmm__registry_mode). */
 int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm_resource *r,
-                            int mode);
-/* Hook run by the registry when no resource is set for a device (installed by init.c). */
-int devmm__registry_fallback(devmm_device device, devmm_resource **out);
+                            devmm__registry_mode mode);
+/* Asked by the registry when a device has no resource: makes sure devmm is initialised (lazily,
+ * once) and writes why the device has none into why; returns 1 when it initialised devmm just
+ * now (the registry then looks again). The registry knows nothing else of the configuration:
+ * config_init.c installs its hook when the library loads. */
+typedef int (*devmm__registry_miss_fn)(devmm_device device, char *why, size_t cap);
+void devmm__registry_set_miss_hook(devmm__registry_miss_fn fn);
 
 /* tensor.c: a buffer of span bytes from r for a new tensor (or a devmm.Buffer, ADR 24), aligned
  * to the larger of alignment and devmm_tensor_default_alignment(r's device); to alignment alone

@@ -31,16 +31,16 @@ static void host_log(int level, const char *plugin, const char *fmt, ...) {
 static int host_parse_bool(const char *text, int *out) { return devmm__parse_bool(text, out); }
 
 static const devmm_host_services host = {
-    sizeof(devmm_host_services),
-    DEVMM_PLUGIN_ABI_MAJOR,
-    DEVMM_PLUGIN_ABI_MINOR,
-    host_log,
-    devmm_set_error,
-    devmm_resource_create,
-    devmm_resource_context,
-    devmm_parse_size,
-    host_parse_bool,
-    devmm_last_error,
+    .struct_size = sizeof(devmm_host_services),
+    .abi_major = DEVMM_PLUGIN_ABI_MAJOR,
+    .abi_minor = DEVMM_PLUGIN_ABI_MINOR,
+    .log = host_log,
+    .set_error = devmm_set_error,
+    .resource_create = devmm_resource_create,
+    .resource_context = devmm_resource_context,
+    .parse_size = devmm_parse_size,
+    .parse_bool = host_parse_bool,
+    .last_error = devmm_last_error,
 };
 
 const devmm_host_services *devmm__host(void) { return &host; }
@@ -76,18 +76,44 @@ static devmm__plugin *fail(devmm__plugin *p, char *error) {
 
 /* ------------------------------------------------------------------ finding the file */
 
-/* Refuses files and directories that others may write to (a way to plant code). */
+/* Refuses one file or directory that someone else may write to (a way to plant code): writable
+ * by others, or by a group other than root's or this user's own (sudo allows root's; the user's
+ * own primary group is the private group of umask-002 systems), unless it is a sticky directory
+ * (/tmp: nobody can replace another's entry there); or owned by a user other than root and this
+ * one. The message shows the full permission bits, the sticky bit included. */
 static char *check_not_writable(const char *what, const char *path) {
   struct stat st;
   if (stat(path, &st) != 0)
     return fmt_dup("cannot stat %s '%s': %s", what, path, strerror(errno));
-  if (st.st_mode & S_IWOTH)
-    return fmt_dup("refusing %s '%s': it is writable by others (mode %03o); fix with chmod o-w",
-                   what, path, (unsigned)(st.st_mode & 0777));
+  unsigned mode = (unsigned)(st.st_mode & 07777);
+  int sticky = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
+  if ((st.st_mode & S_IWOTH) && !sticky)
+    return fmt_dup("refusing %s '%s': it is writable by others (mode %04o); fix with chmod o-w",
+                   what, path, mode);
+  if ((st.st_mode & S_IWGRP) && st.st_gid != 0 && st.st_gid != getegid() && !sticky)
+    return fmt_dup("refusing %s '%s': it is writable by its group, gid %u (mode %04o); fix with "
+                   "chmod g-w",
+                   what, path, (unsigned)st.st_gid, mode);
   if (st.st_uid != 0 && st.st_uid != geteuid())
     return fmt_dup("refusing %s '%s': it is owned by uid %u, neither root nor this user", what,
                    path, (unsigned)st.st_uid);
   return NULL;
+}
+
+/* Checks every directory from / down to `real` (an absolute path without links, from realpath),
+ * then `real` itself as `what`: a directory on the way that someone else controls could swap the
+ * file for another. */
+static char *check_chain(const char *what, const char *real) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", real) >= (int)sizeof buf)
+    return fmt_dup("path '%.256s...' is too long", real);
+  char *err = check_not_writable("plugin directory", "/");
+  for (char *s = strchr(buf + 1, '/'); !err && s; s = strchr(s + 1, '/')) {
+    *s = '\0';
+    err = check_not_writable("plugin directory", buf);
+    *s = '/';
+  }
+  return err || strcmp(real, "/") == 0 ? err : check_not_writable(what, real);
 }
 
 /* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
@@ -135,25 +161,23 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
     *error = fmt_dup("cannot resolve plugin file '%s': %s", candidate, strerror(errno));
     return NULL;
   }
-  /* the file, the directory it really lives in, and the directory it was found in */
-  char *dir = devmm__strdup(real);
-  char *slash = dir ? strrchr(dir, '/') : NULL;
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = '\0';
+  /* the file and every directory above it, and every directory above the one it was found in
+   * (where a link to it may live) */
   char *cdir = devmm__strdup(candidate);
   char *cslash = cdir ? strrchr(cdir, '/') : NULL;
   if (cslash)
     *(cslash == cdir ? cslash + 1 : cslash) = '\0';
-  if (!dir || !cdir)
+  char *creal = cdir ? realpath(cdir, NULL) : NULL;
+  if (!cdir)
     *error = fmt_dup("out of memory");
+  else if (!creal)
+    *error = fmt_dup("cannot resolve plugin directory '%s': %s", cdir, strerror(errno));
   if (!*error)
-    *error = check_not_writable("plugin file", real);
+    *error = check_chain("plugin file", real);
   if (!*error)
-    *error = check_not_writable("plugin directory", dir);
-  if (!*error)
-    *error = check_not_writable("plugin directory", cdir);
-  free(dir);
+    *error = check_chain("plugin directory", creal);
   free(cdir);
+  free(creal);
   if (*error) {
     free(real);
     return NULL;

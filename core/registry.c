@@ -1,4 +1,6 @@
-/* The per-device registry: a small table of (device, resource) under one mutex. */
+/* The per-device registry: a small table of (device, resource) under one mutex. On a miss it
+ * asks the hook the configuration installed (devmm__registry_set_miss_hook) to initialise
+ * devmm and to say why; it calls nothing else outside this file. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -30,12 +32,22 @@ static int lookup(devmm_device device, devmm_resource **out) {
   return *out != NULL;
 }
 
+static _Atomic(devmm__registry_miss_fn) miss_hook;
+
+void devmm__registry_set_miss_hook(devmm__registry_miss_fn fn) { atomic_store(&miss_hook, fn); }
+
 int devmm_get_current_resource(devmm_device device, devmm_resource **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_get_current_resource: out is NULL");
   if (lookup(device, out))
     return DEVMM_OK;
-  return devmm__registry_fallback(device, out);
+  char why[DEVMM__MSG_MAX] = "set one with devmm_set_current_resource()";
+  devmm__registry_miss_fn hook = atomic_load(&miss_hook);
+  if (hook && hook(device, why, sizeof why) && lookup(device, out))
+    return DEVMM_OK; /* initialised just now */
+  char name[32];
+  devmm_device_format(device, name, sizeof name);
+  return devmm_set_error(DEVMM_ENOENT, "no current resource for device %s: %s", name, why);
 }
 
 int devmm_set_current_resource(devmm_device device, devmm_resource *r, devmm_resource **previous) {
@@ -78,17 +90,17 @@ void devmm_registry_clear(void) {
 }
 
 int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm_resource *r,
-                            int mode) {
+                            devmm__registry_mode mode) {
   devmm_resource *drop = NULL;
   pthread_mutex_lock(&lock);
   entry *e = find(device);
-  if (mode == 0) { /* clear if it is still `expected` */
+  if (mode == DEVMM__REGISTRY_CLEAR) {
     if (e && e->resource == expected) {
       drop = e->resource;
       *e = table[--nentries];
     }
-  } else if (e) { /* mode 1: only if empty; mode 2: always */
-    if (mode == 2) {
+  } else if (e) {
+    if (mode == DEVMM__REGISTRY_REPLACE) {
       drop = e->resource;
       e->resource = devmm_resource_retain(r);
     }

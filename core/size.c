@@ -1,5 +1,5 @@
 /* Sizes and booleans as written in devmm.ini. */
-#include "internal.h"
+#include "config_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -27,7 +27,8 @@ static const struct {
     {"G", 1024.0 * 1024 * 1024},
 };
 
-int devmm_parse_size(const char *text, size_t total, size_t *out) {
+/* Parses text once: bytes, or a percentage resolved later against a device's total. */
+int devmm__parse_size_spec(const char *text, devmm__size_spec *out) {
   if (!text || !out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_parse_size: %s is NULL", !text ? "text" : "out");
   const char *p = text;
@@ -45,34 +46,45 @@ int devmm_parse_size(const char *text, size_t total, size_t *out) {
   size_t n = strlen(end);
   while (n && isspace((unsigned char)end[n - 1]))
     n--;
-  double bytes;
-  if (n == 1 && end[0] == '%') {
-    if (!total)
-      return devmm_set_error(DEVMM_EINVAL,
-                             "size '%.64s': a percentage needs the device's total memory, which "
-                             "is unknown here",
-                             text);
-    if (v > 100)
-      return devmm_set_error(DEVMM_EINVAL, "size '%.64s': a percentage must be 0..100%%", text);
-    bytes = (double)total * v / 100.0;
-  } else {
-    size_t i = 0;
-    for (; i < sizeof units / sizeof units[0]; i++)
-      if (strlen(units[i].unit) == n && strncasecmp(end, units[i].unit, n) == 0)
-        break;
-    if (i == sizeof units / sizeof units[0])
-      goto bad;
-    bytes = v * units[i].factor;
-  }
+  *out = (devmm__size_spec){.percent = n == 1 && end[0] == '%', .value = v};
+  if (out->percent)
+    return v > 100
+               ? devmm_set_error(DEVMM_EINVAL, "size '%.64s': a percentage must be 0..100%%", text)
+               : DEVMM_OK;
+  size_t i = 0;
+  for (; i < sizeof units / sizeof units[0]; i++)
+    if (strlen(units[i].unit) == n && strncasecmp(end, units[i].unit, n) == 0)
+      break;
+  if (i == sizeof units / sizeof units[0])
+    goto bad;
+  double bytes = v * units[i].factor;
   if (bytes >= 18446744073709551616.0)
     return devmm_set_error(DEVMM_EOVERFLOW, "size '%.64s' does not fit in 64 bits", text);
-  *out = (size_t)bytes;
+  out->bytes = (size_t)bytes;
   return DEVMM_OK;
 bad:
   return devmm_set_error(DEVMM_EINVAL,
                          "bad size '%.64s': expected a number with an optional unit B, KiB, "
                          "MiB, GiB, TiB, KB, MB, GB, TB, or a percentage like 90%%",
                          text);
+}
+
+int devmm__size_resolve(const devmm__size_spec *spec, const char *text, size_t total, size_t *out) {
+  if (!spec->percent)
+    return *out = spec->bytes, DEVMM_OK;
+  if (!total)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "size '%.64s': a percentage needs the device's total memory, which "
+                           "is unknown here",
+                           text);
+  *out = (size_t)((double)total * spec->value / 100.0);
+  return DEVMM_OK;
+}
+
+int devmm_parse_size(const char *text, size_t total, size_t *out) {
+  devmm__size_spec spec;
+  int rc = devmm__parse_size_spec(text, &spec);
+  return rc ? rc : devmm__size_resolve(&spec, text, total, out);
 }
 
 int devmm__parse_bool(const char *text, int *out) {

@@ -3,7 +3,7 @@
 # exits 1 with file:line; a failed plugin exits 2 under --strict.
 #   test-devmm-info.sh <devmm-info> <default devmm.ini> <fault plugin dir>
 set -euo pipefail
-info=$1 ini=$2 faults=$3
+info=$(realpath "$1") ini=$(realpath "$2") faults=$(realpath "$3")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -47,4 +47,38 @@ for gpu in cuda rocm; do
     grep -Eq "0 devices: .{8,}" <<<"$line" || fail "$gpu: 0 devices without a reason: $line"
   fi
 done
+# exit status: 0 fine, 1 the configuration (or the command line) is invalid, 2 it loads but
+# something it names does not work; --help says so
+"$info" --help | grep -q "exit status: 0 fine; 1 " || fail "--help does not give the exit codes"
+expect() { # expect <rc> <grep pattern> <args...>: the exit status and a line of the output
+  local want=$1 pat=$2 rc=0
+  shift 2
+  DEVMM_LOG_LEVEL=error "$info" "$@" >"$tmp/out" 2>&1 || rc=$?
+  [ "$rc" -eq "$want" ] || fail "devmm-info $*: exit $rc, expected $want: $(cat "$tmp/out")"
+  grep -q -- "$pat" "$tmp/out" || fail "devmm-info $*: no '$pat' in: $(cat "$tmp/out")"
+}
+# a relative --config keeps its relative plugin_path (relative to the file's directory)
+mkdir -p "$tmp/conf/plug"
+cp "$faults/devmm-faulty.so" "$tmp/conf/plug/"
+chmod -R go-w "$tmp"
+printf '[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n' >"$tmp/conf/rel.ini"
+(cd "$tmp" && expect 0 "faulty .*ABI" --strict --config conf/rel.ini) || exit 1
+(cd "$tmp/conf" && expect 0 "faulty .*ABI" --strict --config rel.ini) || exit 1
+# a factory's option error is an invalid configuration, found without --check, at its line
+printf '[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n[device cpu]\nresource = faulty.heap\nsize = 64 MeB\n' \
+  >"$tmp/conf/size.ini"
+expect 1 "size.ini:6: \[device cpu\] faulty.heap: size: bad size '64 MeB'" --config "$tmp/conf/size.ini"
+expect 1 "size.ini:6: " --check --config "$tmp/conf/size.ini"
+# a device left without a resource: --check fails it, and so does --strict
+printf '[devmm]\nplugins = cpu, factoryfail\nplugin_path = %s\n[device cpu]\nresource = factoryfail.heap\n' \
+  "$faults" >"$tmp/noresource.ini"
+expect 0 "stack: NONE: factoryfail.heap: simulated factory failure" --config "$tmp/noresource.ini"
+expect 2 "check: 0 passed, 1 failed" --check --config "$tmp/noresource.ini"
+expect 2 "strict: device cpu has no resource" --strict --config "$tmp/noresource.ini"
+# nothing to check is no pass
+printf '[devmm]\nplugins = nodevices\nplugin_path = %s\n' "$faults" >"$tmp/nodevice.ini"
+expect 0 "(none)" --config "$tmp/nodevice.ini"
+expect 2 "check: no device to check" --check --config "$tmp/nodevice.ini"
+expect 2 "strict: no device" --strict --config "$tmp/nodevice.ini"
+expect 1 "unknown argument" --bogus
 echo "devmm-info: ok"

@@ -2,8 +2,10 @@
  * resource stack built for it. --check does an allocate/write/read/free round trip on every
  * device; --json prints the same for machines.
  *
- * Exit status: 0 fine; 1 the configuration is invalid; 2 a --check failed, or (--strict) a
- * plugin failed to load. */
+ * Exit status (usage() says the same): 0 fine; 1 the configuration or the command line is
+ * invalid (devmm_init refused the file, at file:line: nothing was built); 2 the configuration
+ * is valid but something it names does not work: a device failed --check, or --check or
+ * --strict found no device, or (--strict) a plugin failed to load or a device has no resource. */
 #include <devmm/devmm.h>
 
 #include <stdio.h>
@@ -15,7 +17,11 @@ static void usage(FILE *f) {
         "  --config FILE  read FILE instead of the usual lookup\n"
         "  --check        allocate, write, read back and free 1 MiB on every device\n"
         "  --json         print JSON instead of text\n"
-        "  --strict       exit 2 if any plugin failed to load\n",
+        "  --strict       exit 2 if a plugin failed to load, a device has no resource, or\n"
+        "                 there is no device\n"
+        "exit status: 0 fine; 1 the configuration (or the command line) is invalid, with\n"
+        "file:line; 2 it is valid but does not fully work: a --check failed, --check or\n"
+        "--strict found no device, or (--strict) a plugin or a device's resource failed\n",
         f);
 }
 
@@ -92,7 +98,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "devmm-info: invalid configuration: %s\n", devmm_last_error());
     return 1;
   }
-  int failed_plugins = 0, failed_checks = 0;
+  int failed_plugins = 0, failed_checks = 0, failed_devices = 0;
   size_t np = devmm_plugin_count(), nd = devmm_device_count();
   char **results = calloc(nd ? nd : 1, sizeof *results);
   int *ok = calloc(nd ? nd : 1, sizeof *ok);
@@ -107,6 +113,11 @@ int main(int argc, char **argv) {
     devmm_plugin_status p;
     devmm_plugin_get(i, &p);
     failed_plugins += !p.loaded;
+  }
+  for (size_t i = 0; i < nd; i++) {
+    devmm_device_status d;
+    devmm_device_get(i, &d);
+    failed_devices += *d.error != '\0';
   }
   if (json) {
     char *doc;
@@ -167,15 +178,27 @@ int main(int argc, char **argv) {
       if (check)
         printf("           check: %s%s\n", ok[i] ? "" : "FAILED: ", results[i]);
     }
-    if (check)
+    if (check && nd)
       printf("\ncheck: %zu passed, %d failed\n", nd - (size_t)failed_checks, failed_checks);
+    else if (check)
+      printf("\ncheck: no device to check: FAILED (no loaded plugin enumerates a device)\n");
+    if (strict && !nd)
+      printf("strict: no device: FAILED\n");
+    for (size_t i = 0; strict && i < nd; i++) {
+      devmm_device_status d;
+      char name[32];
+      devmm_device_get(i, &d);
+      devmm_device_format(d.info.device, name, sizeof name);
+      if (*d.error)
+        printf("strict: device %s has no resource: FAILED\n", name);
+    }
   }
   for (size_t i = 0; i < nd; i++)
     free(results[i]);
   free(results);
   free(ok);
   devmm_shutdown();
-  if (failed_checks || (strict && failed_plugins))
+  if (failed_checks || ((check || strict) && !nd) || (strict && (failed_plugins || failed_devices)))
     return 2;
   return 0;
 }

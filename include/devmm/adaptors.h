@@ -10,6 +10,7 @@
 #define DEVMM_ADAPTORS_H
 
 #include "resource.h"
+#include "text.h" /* devmm_string_free, for devmm_tracking_report */
 
 #ifdef __cplusplus
 extern "C" {
@@ -133,8 +134,6 @@ DEVMM_API int devmm_tracking_foreach(devmm_resource *tracking,
                                      int (*fn)(const devmm_allocation_info *, void *), void *user);
 /* A human-readable report of live allocations; free it with devmm_string_free. */
 DEVMM_API int devmm_tracking_report(devmm_resource *tracking, char **out);
-/* Frees a string returned by devmm. */
-DEVMM_API void devmm_string_free(char *s);
 
 /* ------------------------------------------------------------------ logging */
 

@@ -12,6 +12,8 @@
 
 #include "export.h"
 #include "plugin.h"
+#include "size.h" /* devmm_parse_size, declared here before */
+#include "text.h" /* devmm_string_free, for devmm_info_json */
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,8 +69,6 @@ DEVMM_API int devmm_resource_create_kind(const char *kind, int32_t device_id,
                                          devmm_resource **out);
 /* Everything above as one JSON document; free with devmm_string_free. */
 DEVMM_API int devmm_info_json(char **out);
-/* Parses a size ("4GiB", "1.5 MB", "1000", "90%" of total_bytes; total 0 refuses %). */
-DEVMM_API int devmm_parse_size(const char *text, size_t total_bytes, size_t *out);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,9 @@
 #include "plugin.h"
 #include "registry.h"
 #include "resource.h"
+#include "size.h"
 #include "tensor.h"
+#include "text.h"
 #include <devmm/version.h>
 
 #endif

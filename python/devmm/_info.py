@@ -21,8 +21,11 @@ from . import _lib
 
 def init(config: Optional[str] = None) -> dict:
     """(Re)initialises devmm from config (a devmm.ini path; None: the usual lookup) and
-    returns :func:`info`. Invalid files raise :class:`ConfigError` (file:line); a plugin
-    that fails to load is a warning, and the others keep working.
+    returns :func:`info`. Invalid files raise :class:`ConfigError` (file:line), a factory's
+    refused option included; a plugin that fails to load, or a device left without a resource
+    (its factory failed), is a warning, and the others keep working. A relative config path,
+    and the relative plugin_path entries in it, are resolved now (plugin_path against the
+    file's directory).
 
     >>> import devmm
     >>> devmm.init()["config"] in ("built-in default",) or True
@@ -33,11 +36,15 @@ def init(config: Optional[str] = None) -> dict:
         raise ValueError("init: the config path contains a NUL byte")
     _lib.check(_lib.init(path))
     data = info()
+    import warnings
     for p in data["plugins"]:
         if p["status"] != "loaded":
-            import warnings
             warnings.warn(f"devmm: plugin '{p['name']}' not loaded: {p['error']}", RuntimeWarning,
                           stacklevel=2)
+    for d in data["devices"]:
+        if d["error"]:  # its factory (or an adaptor) failed: the other devices work
+            warnings.warn(f"devmm: device {d['device']} has no resource: {d['error']}",
+                          RuntimeWarning, stacklevel=2)
     return data
 
 

@@ -19,7 +19,7 @@
   X(limiting) X(tracking) X(logging) X(aligned) X(failure) X(thread_safe)     \
   X(registry) X(buffer) X(stress) X(config) X(plugins) X(faults)             \
   X(untrusted) X(interchange) X(sim_runtime) X(sim_gpu) X(sim_core)         \
-  X(log) X(oom) X(tracking_history) X(setuid) X(ipc)
+  X(log) X(oom) X(tracking_history) X(setuid) X(plugin_owner) X(ipc)
 #endif
 // clang-format on
 

@@ -308,6 +308,84 @@ START_TEST(config_paths_devices_and_every_adaptor) {
 }
 END_TEST
 
+/* A relative configuration path (devmm_init("conf/devmm.ini"), "devmm.ini", $DEVMM_CONFIG)
+ * keeps its relative plugin_path, resolved against the file's directory; a relative
+ * $DEVMM_PLUGIN_PATH entry is resolved against the working directory when devmm_init runs; a
+ * plugin that is not found names the absolute directories searched. */
+START_TEST(config_relative_paths) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], conf[TESTRES_PATH_MAX + 8], plug[TESTRES_PATH_MAX + 16];
+  char so[TESTRES_PATH_MAX + 48], ini[TESTRES_PATH_MAX + 24], src[1024], home[4096];
+  char env[TESTRES_PATH_MAX + 1100];
+  ck_assert_ptr_nonnull(getcwd(home, sizeof home));
+  testres_mkdtemp(dir, sizeof dir, "relpath");
+  ck_assert_int_eq(chmod(dir, 0755), 0);
+  snprintf(conf, sizeof conf, "%s/conf", dir);
+  ck_assert_int_eq(mkdir(conf, 0755), 0);
+  snprintf(plug, sizeof plug, "%s/plug", conf);
+  ck_assert_int_eq(mkdir(plug, 0755), 0);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", plug);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, so, 0755);
+  snprintf(ini, sizeof ini, "%s/devmm.ini", conf);
+  FILE *f = fopen(ini, "w");
+  fputs("[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n", f);
+  fclose(f);
+  char *real = realpath(so, NULL);
+  ck_assert_ptr_nonnull(real);
+  /* a relative path with a directory */
+  ck_assert_int_eq(chdir(dir), 0);
+  ck_assert_msg(devmm_init("conf/devmm.ini") == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named("faulty");
+  ck_assert_msg(st.loaded, "conf/devmm.ini: %s", st.error);
+  ck_assert_str_eq(st.path, real);
+  /* a bare file name, given and through $DEVMM_CONFIG */
+  ck_assert_int_eq(chdir(conf), 0);
+  ck_assert_msg(devmm_init("devmm.ini") == DEVMM_OK, "%s", devmm_last_error());
+  st = plugin_named("faulty");
+  ck_assert_msg(st.loaded, "devmm.ini: %s", st.error);
+  setenv("DEVMM_CONFIG", "devmm.ini", 1);
+  ck_assert_msg(devmm_init(NULL) == DEVMM_OK, "%s", devmm_last_error());
+  st = plugin_named("faulty");
+  ck_assert_msg(st.loaded, "DEVMM_CONFIG=devmm.ini: %s", st.error);
+  unsetenv("DEVMM_CONFIG");
+  /* a relative $DEVMM_PLUGIN_PATH entry, from the working directory at init */
+  char *abs = write_temp("[devmm]\nplugins = cpu, faulty, nosuch\n");
+  const char *saved = getenv("DEVMM_PLUGIN_PATH");
+  char *savedcopy = strdup(saved ? saved : "");
+  snprintf(env, sizeof env, "conf/plug:%s", savedcopy);
+  setenv("DEVMM_PLUGIN_PATH", env, 1);
+  ck_assert_int_eq(chdir(dir), 0);
+  ck_assert_msg(devmm_init(abs) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(chdir(home), 0); /* resolved already: moving away changes nothing */
+  st = plugin_named("faulty");
+  ck_assert_msg(st.loaded, "DEVMM_PLUGIN_PATH=conf/plug: %s", st.error);
+  ck_assert_str_eq(st.path, real);
+  st = plugin_named("nosuch"); /* the message names what was searched, as searched */
+  char want[TESTRES_PATH_MAX + 64];
+  snprintf(want, sizeof want, "in the plugin path (%s/conf/plug:", dir);
+  ck_assert_msg(strstr(st.error, want), "'%s' lacks '%s'", st.error, want);
+  /* a kind whose plugin the file does not name loads on demand from the same path, as
+   * resolved at init (the working directory has changed since) */
+  char *cpuonly = write_temp("[devmm]\nplugins = cpu\n");
+  ck_assert_int_eq(chdir(dir), 0);
+  ck_assert_msg(devmm_init(cpuonly) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(chdir(home), 0);
+  devmm_resource *r = NULL;
+  ck_assert_msg(devmm_resource_create_kind("faulty.heap", 0, NULL, 0, &r) == DEVMM_OK, "%s",
+                devmm_last_error());
+  devmm_resource_release(r);
+  unlink(cpuonly);
+  setenv("DEVMM_PLUGIN_PATH", savedcopy, 1);
+  free(savedcopy);
+  free(real);
+  unlink(abs);
+  char cmd[TESTRES_PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* A plugin given by an absolute path that does not exist: its name and the reason. */
 START_TEST(plugin_missing_absolute_path) {
   isolate();
@@ -343,6 +421,10 @@ START_TEST(config_log_file_and_lazy_failure) {
   const char *bad = write_temp("[device cpu]\nresource = cpu.malloc\nspeed = fast\n");
   setenv("DEVMM_CONFIG", bad, 1);
   devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_ENOENT);
+  ck_assert_error_contains("no current resource for device cpu: devmm could not initialise: ");
+  ck_assert_error_contains(":3: unknown key 'speed'");
+  /* tried once; every later use still says why */
   ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_ENOENT);
   ck_assert_error_contains("no current resource for device cpu: devmm could not initialise: ");
   ck_assert_error_contains(":3: unknown key 'speed'");
@@ -434,6 +516,7 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_logs_what_went_wrong);
   tcase_add_test(tc, config_adaptor_failure_is_the_devices);
   tcase_add_test(tc, config_paths_devices_and_every_adaptor);
+  tcase_add_test(tc, config_relative_paths);
   tcase_add_test(tc, config_log_file_and_lazy_failure);
   tcase_add_test(tc, config_lazy_init_on_first_use);
   tcase_add_test(tc, parse_sizes);
@@ -645,6 +728,160 @@ START_TEST(plugin_absolute_path_allowed) {
 }
 END_TEST
 
+/* A plugin file in <top>/mid/leaf, the config naming plugin_path = leaf (or `pathdir`). */
+typedef struct {
+  char top[TESTRES_PATH_MAX], mid[TESTRES_PATH_MAX + 8], leaf[TESTRES_PATH_MAX + 16];
+  char so[TESTRES_PATH_MAX + 48], cfg[TESTRES_PATH_MAX];
+} chain;
+
+static void chain_make(chain *c, const char *pathdir) {
+  char src[1024], text[2 * TESTRES_PATH_MAX];
+  testres_mkdtemp(c->top, sizeof c->top, "chain");
+  ck_assert_int_eq(chmod(c->top, 0755), 0);
+  snprintf(c->mid, sizeof c->mid, "%s/mid", c->top);
+  ck_assert_int_eq(mkdir(c->mid, 0755), 0);
+  ck_assert_int_eq(chmod(c->mid, 0755), 0);
+  snprintf(c->leaf, sizeof c->leaf, "%s/leaf", c->mid);
+  ck_assert_int_eq(mkdir(c->leaf, 0755), 0);
+  ck_assert_int_eq(chmod(c->leaf, 0755), 0);
+  snprintf(c->so, sizeof c->so, "%s/devmm-faulty.so", c->leaf);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, c->so, 0755);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s\n",
+           pathdir ? pathdir : c->leaf);
+  snprintf(c->cfg, sizeof c->cfg, "%s", write_temp(text));
+}
+
+static void chain_free(chain *c) {
+  char cmd[TESTRES_PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->top);
+  ck_assert_int_eq(system(cmd), 0);
+  unlink(c->cfg);
+}
+
+/* Loads c->cfg; returns faulty's error ("" when it loaded). */
+static const char *faulty_error(const chain *c) {
+  ck_assert_msg(devmm_init(c->cfg) == DEVMM_OK, "%s", devmm_last_error());
+  static char err[2048];
+  devmm_plugin_status st = plugin_named("faulty");
+  snprintf(err, sizeof err, "%s", st.loaded ? "" : st.error);
+  return err;
+}
+
+#define ck_assert_refused(c, needle)                                                               \
+  do {                                                                                             \
+    const char *e_ = faulty_error(c);                                                              \
+    ck_assert_msg(strstr(e_, (needle)) != NULL, "error '%s' lacks '%s'", e_, (needle));            \
+  } while (0)
+
+/* Every directory from / down to the plugin file is checked, as sudo and ssh check theirs: one
+ * writable by others (without the sticky bit) or by a group other than root's or this user's
+ * own is refused, by
+ * name, with its full mode in octal; a sticky one like /tmp is fine. A symbolic link does not
+ * hide the directories of the file it points to. */
+START_TEST(plugin_trust_checks_the_whole_chain) {
+  isolate();
+  chain c;
+  chain_make(&c, NULL);
+  ck_assert_str_eq(faulty_error(&c), "");
+  char want[2 * TESTRES_PATH_MAX];
+  ck_assert_int_eq(chmod(c.mid, 0777), 0); /* a parent, not the plugin's own directory */
+  snprintf(want, sizeof want,
+           "refusing plugin directory '%s': it is writable by others (mode 0777); fix with "
+           "chmod o-w",
+           c.mid);
+  ck_assert_refused(&c, want);
+  cpu_still_works();
+  ck_assert_int_eq(chmod(c.mid, 01777), 0); /* sticky, as /tmp is */
+  ck_assert_str_eq(faulty_error(&c), "");
+  ck_assert_int_eq(chmod(c.mid, 0775), 0); /* its group is this user's own (or root's): fine */
+  ck_assert_str_eq(faulty_error(&c), "");
+  if (geteuid() == 0) { /* another group: refused */
+    ck_assert_int_eq(chown(c.mid, 0, 65534), 0);
+    snprintf(want, sizeof want,
+             "refusing plugin directory '%s': it is writable by its group, gid 65534 (mode 0775); "
+             "fix with chmod g-w",
+             c.mid);
+    ck_assert_refused(&c, want);
+    ck_assert_int_eq(setegid(65534), 0); /* now it is this process's own group: fine */
+    ck_assert_str_eq(faulty_error(&c), "");
+    ck_assert_int_eq(setegid(0), 0);
+    ck_assert_int_eq(chown(c.mid, 0, 0), 0);
+  }
+  ck_assert_int_eq(chmod(c.mid, 0755), 0);
+  /* a file keeps its sticky bit in the message (it protects nothing on a file) */
+  ck_assert_int_eq(chmod(c.so, 01757), 0);
+  snprintf(want, sizeof want, "refusing plugin file '%s': it is writable by others (mode 1757)",
+           c.so);
+  ck_assert_refused(&c, want);
+  ck_assert_int_eq(chmod(c.so, 0755), 0);
+  chain_free(&c);
+  /* found through a link in a safe directory: the directories the link leads to count */
+  chain_make(&c, NULL);
+  char safe[TESTRES_PATH_MAX + 8], link[TESTRES_PATH_MAX + 32], text[2 * TESTRES_PATH_MAX];
+  snprintf(safe, sizeof safe, "%s/safe", c.top);
+  ck_assert_int_eq(mkdir(safe, 0755), 0);
+  ck_assert_int_eq(chmod(safe, 0755), 0);
+  snprintf(link, sizeof link, "%s/devmm-faulty.so", safe);
+  ck_assert_int_eq(symlink(c.so, link), 0);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s\n", safe);
+  unlink(c.cfg);
+  snprintf(c.cfg, sizeof c.cfg, "%s", write_temp(text));
+  ck_assert_str_eq(faulty_error(&c), "");
+  ck_assert_int_eq(chmod(c.mid, 0777), 0);
+  snprintf(want, sizeof want, "refusing plugin directory '%s': it is writable by others", c.mid);
+  ck_assert_refused(&c, want);
+  chain_free(&c);
+}
+END_TEST
+
+/* A directory on the way owned by another user (not root) is refused, as is such a file. */
+START_TEST(plugin_owned_by_another_user_refused) {
+  if (geteuid() != 0) {
+    testres_skip("plugin_owned_by_another_user_refused: not root, so no directory can be given "
+                 "to another user (chown)");
+    return;
+  }
+  isolate();
+  chain c;
+  chain_make(&c, NULL);
+  ck_assert_int_eq(chown(c.mid, 65534, 65534), 0);
+  char want[2 * TESTRES_PATH_MAX];
+  snprintf(want, sizeof want,
+           "refusing plugin directory '%s': it is owned by uid 65534, neither root nor this user",
+           c.mid);
+  ck_assert_refused(&c, want);
+  ck_assert_int_eq(chown(c.mid, 0, 0), 0);
+  ck_assert_str_eq(faulty_error(&c), "");
+  ck_assert_int_eq(chown(c.so, 65534, 0), 0);
+  snprintf(want, sizeof want, "refusing plugin file '%s': it is owned by uid 65534", c.so);
+  ck_assert_refused(&c, want);
+  chain_free(&c);
+}
+END_TEST
+
+/* A factory that refuses an option value fails devmm_init at that option's line, whatever
+ * error status it chose (EINVAL or ECONFIG), with its own message. */
+START_TEST(plugin_factory_option_errors_fail_init) {
+  isolate();
+  const char *bad = config_with("faulty", "[device cpu]\nresource = faulty.heap\n"
+                                          "adaptors = statistics\nsize = 64 MeB\n");
+  ck_assert_int_eq(devmm_init(bad), DEVMM_ECONFIG);
+  char want[TESTRES_PATH_MAX + 128];
+  snprintf(want, sizeof want, "%s:7: [device cpu] faulty.heap: size: bad size '64 MeB'", bad);
+  ck_assert_msg(strncmp(devmm_last_error(), want, strlen(want)) == 0, "'%s' does not start '%s'",
+                devmm_last_error(), want);
+  ck_assert_int_eq(devmm_is_initialized(), 0);
+  unlink(bad);
+  bad = config_with("faulty", "[device cpu]\nresource = faulty.heap\nsize = 1MiB\nflag = maybe\n");
+  ck_assert_int_eq(devmm_init(bad), DEVMM_ECONFIG);
+  snprintf(want, sizeof want, "%s:7: [device cpu] bad boolean 'maybe'", bad);
+  ck_assert_msg(strncmp(devmm_last_error(), want, strlen(want)) == 0, "'%s' does not start '%s'",
+                devmm_last_error(), want);
+  unlink(bad);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the cpu plugin */
 
 static void roundtrip(devmm_resource *r, size_t n, size_t align) {
@@ -746,9 +983,20 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_factory_faults);
   tcase_add_test(tc, plugin_writable_by_others_refused);
   tcase_add_test(tc, plugin_absolute_path_allowed);
+  tcase_add_test(tc, plugin_trust_checks_the_whole_chain);
+  tcase_add_test(tc, plugin_factory_option_errors_fail_init);
   tcase_add_test(tc, plugin_missing_absolute_path);
   tcase_add_test(tc, cpu_kinds);
   tcase_add_test(tc, cpu_device_info);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+/* Its own suite: it skips when not run as root. */
+Suite *plugin_owner_suite(void) {
+  Suite *s = suite_create("plugin_owner");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, plugin_owned_by_another_user_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,7 @@
 /* Suites: resource, registry, buffer. */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,10 +161,38 @@ START_TEST(registry_set_get_swap) {
 }
 END_TEST
 
+/* devmm_config_source reads the state as the other queries do, under its lock: a thread asking
+ * while another re-initialises is no data race (ThreadSanitizer, make tsan, saw one before). */
+static atomic_int stop_asking, times_asked;
+
+static void *ask_source(void *unused) {
+  (void)unused;
+  while (!atomic_load(&stop_asking)) /* the pointer only: its text lives until the next init */
+    if (devmm_config_source() != NULL)
+      atomic_fetch_add(&times_asked, 1);
+  return NULL;
+}
+
+START_TEST(registry_config_source_during_init) {
+  setenv("XDG_CONFIG_HOME", "/nonexistent-devmm-test", 1);
+  unsetenv("DEVMM_CONFIG");
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, ask_source, NULL), 0);
+  for (int i = 0; i < 50 || (atomic_load(&times_asked) < 100 && i < 100000); i++)
+    ck_assert_msg(devmm_init(NULL) == DEVMM_OK, "%s", devmm_last_error());
+  atomic_store(&stop_asking, 1);
+  pthread_join(t, NULL);
+  ck_assert_int_ge(atomic_load(&times_asked), 100); /* the two overlapped */
+  ck_assert_str_eq(devmm_config_source(), "built-in default");
+  devmm_shutdown();
+}
+END_TEST
+
 Suite *registry_suite(void) {
   Suite *s = suite_create("registry");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, registry_set_get_swap);
+  tcase_add_test(tc, registry_config_source_during_init);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,57 +1,34 @@
-/* libFuzzer target: whole devmm.ini files through devmm_init. Every input must either
- * initialise or fail with DEVMM_ECONFIG/DEVMM_ENOMEM and a message that names the file;
- * nothing may crash or leak. Inputs naming plugins by path are skipped: loading arbitrary
- * system libraries would run their constructors, which is not what is under test. */
-#include <devmm/devmm.h>
+/* libFuzzer target: devmm.ini text through the pure parser (core/config_parse.c): no file, no
+ * plugin, no global state. Every input must parse, or fail with DEVMM_ECONFIG/DEVMM_ENOMEM and a
+ * message that starts with the source's name ("file:line: ..."); what was parsed must hold
+ * together (absolute plugin directories, at least one plugin, adaptors from the table), and
+ * freeing it must leave nothing behind (the sanitizer's leak check). The checks that need
+ * plugins (kinds, their options) are devmm_init's and the golden files'. */
+#include "config_internal.h"
 
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-static char path[4096];
-
-static void remove_file(void) { unlink(path); }
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc, (void)argv;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(path, sizeof path, "%s/devmm-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  int fd = mkstemp(path);
-  if (fd < 0) {
-    perror(path);
-    abort();
-  }
-  close(fd);
-  atexit(remove_file);
-  setenv("DEVMM_LOG_LEVEL", "error", 1);
-  return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (memchr(data, '/', size) || memchr(data, '\0', size))
-    return -1; /* plugin paths, and NULs inih would stop at */
-  FILE *f = fopen(path, "w");
-  if (!f)
-    abort();
-  fwrite(data, 1, size, f);
-  fclose(f);
-  int rc = devmm_init(path);
+  static const char source[] = "fuzz.ini";
+  devmm__config c;
+  int rc = devmm__config_parse((const char *)data, size, source, "/devmm-fuzz", &c);
   if (rc != DEVMM_OK) {
     if (rc != DEVMM_ECONFIG && rc != DEVMM_ENOMEM)
       abort(); /* an unexpected kind of failure */
-    if (strncmp(devmm_last_error(), path, strlen(path)) != 0)
+    if (rc == DEVMM_ECONFIG && strncmp(devmm_last_error(), source, sizeof source - 1) != 0)
       abort(); /* a config error that does not say where */
   } else {
-    devmm_resource *r;
-    devmm_device cpu = {DEVMM_DEVICE_CPU, 0};
-    if (devmm_get_current_resource(cpu, &r) == DEVMM_OK) { /* whatever was built must work */
-      void *p;
-      if (devmm_allocate(r, 64, 0, NULL, &p) == DEVMM_OK)
-        devmm_deallocate(r, p, 64, 0, NULL);
-      devmm_resource_release(r);
-    }
+    if (!c.nplugins)
+      abort(); /* no plugins = ... means cpu */
+    for (size_t i = 0; i < c.npaths; i++)
+      if (c.paths[i][0] != '/')
+        abort(); /* relative entries were joined to the file's directory */
+    for (size_t i = 0; i < c.nsections; i++)
+      if (c.sections[i].stack.nadaptors > DEVMM__MAX_ADAPTORS)
+        abort();
   }
-  devmm_shutdown();
+  devmm__config_free(&c);
   return 0;
 }

@@ -70,6 +70,14 @@ create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n
   char name[64] = PLUGIN_NAME ".heap";
   for (size_t i = 0; i < n; i++) {
     int b;
+    size_t size;
+    if (strcmp(o[i].key, "size") == 0) { /* refused as a vendor may: DEVMM_ECONFIG */
+      if (h->parse_size(o[i].value, 0, &size) == DEVMM_OK)
+        continue;
+      char why[256];
+      snprintf(why, sizeof why, "%s", h->last_error());
+      return h->set_error(DEVMM_ECONFIG, PLUGIN_NAME ".heap: size: %s", why);
+    }
     if (h->parse_bool(o[i].value, &b) != DEVMM_OK)
       return DEVMM_EINVAL; /* the host's message says why */
     snprintf(name, sizeof name, PLUGIN_NAME ".heap(flag=%d)", b);
@@ -97,7 +105,7 @@ static int device_info(size_t i, devmm_device_info *out) {
   return DEVMM_OK;
 }
 
-__attribute__((unused)) static const char *const options[] = {"flag", NULL};
+__attribute__((unused)) static const char *const options[] = {"flag", "size", NULL};
 
 static const devmm_resource_kind kinds[] = {
 #if FAULT == FAULT_KIND_NAME

@@ -433,6 +433,52 @@ def test_init_config_errors_and_plugins(tmp_path):
                                                                  "nosuch": "failed"}
 
 
+def _fault_plugin(name: str) -> str:
+    """The path of a fault plugin of the build tree (tests/plugins)."""
+    d = os.environ.get("DEVMM_TEST_PLUGINS")
+    if not d:
+        pytest.skip("needs DEVMM_TEST_PLUGINS (run through meson test)")
+    return os.path.join(d, f"devmm-{name}.so")
+
+
+def test_init_relative_config_and_plugin_path(tmp_path, monkeypatch):
+    # devmm.init(config="devmm.ini"): plugin_path = plug is relative to the file's directory
+    (tmp_path / "plug").mkdir()
+    so = tmp_path / "plug" / "devmm-faulty.so"
+    so.write_bytes(open(_fault_plugin("faulty"), "rb").read())
+    so.chmod(0o755)
+    (tmp_path / "devmm.ini").write_text("[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n")
+    monkeypatch.chdir(tmp_path)
+    data = devmm.init(config="devmm.ini")
+    faulty = [p for p in data["plugins"] if p["name"] == "faulty"][0]
+    assert faulty["status"] == "loaded", faulty["error"]
+    assert faulty["path"] == os.path.realpath(so)
+    # a relative DEVMM_PLUGIN_PATH entry: from the working directory at init
+    (tmp_path / "abs.ini").write_text("[devmm]\nplugins = cpu, faulty\n")
+    monkeypatch.setenv("DEVMM_PLUGIN_PATH", "plug" + os.pathsep + os.environ["DEVMM_PLUGIN_PATH"])
+    data = devmm.init(config=str(tmp_path / "abs.ini"))
+    assert [p["status"] for p in data["plugins"] if p["name"] == "faulty"] == ["loaded"]
+    devmm.init()
+
+
+def test_init_warns_for_a_device_without_resource(tmp_path):
+    # a factory that fails is no file error, but it is worth a warning, as a failed plugin is
+    cfg = tmp_path / "devmm.ini"
+    cfg.write_text(f"[devmm]\nplugins = cpu, factoryfail\n"
+                   f"plugin_path = {os.path.dirname(_fault_plugin('factoryfail'))}\n"
+                   "[device cpu]\nresource = factoryfail.heap\n")
+    with pytest.warns(RuntimeWarning,
+                      match="device cpu has no resource: factoryfail.heap: simulated factory"):
+        devmm.init(str(cfg))
+    # and a factory's option error fails init at its line
+    cfg.write_text(f"[devmm]\nplugins = cpu, faulty\n"
+                   f"plugin_path = {os.path.dirname(_fault_plugin('faulty'))}\n"
+                   "[device cpu]\nresource = faulty.heap\nsize = 64 MeB\n")
+    with pytest.raises(devmm.ConfigError, match=r"devmm.ini:6: \[device cpu\] faulty.heap: size"):
+        devmm.init(str(cfg))
+    devmm.init()
+
+
 def test_python_m_devmm_info():
     out = subprocess.run([sys.executable, "-m", "devmm", "info"], capture_output=True, text=True,
                          check=True).stdout

@@ -1,0 +1,178 @@
+/* What devmm_init built, for devmm-info and front ends: the configuration's source, the
+ * plugins, the devices and their stacks, the kinds, and all of it as one JSON document. Every
+ * reader takes state_lock (devmm__state_lock); the strings handed out live until the next
+ * devmm_init or devmm_shutdown. */
+#include "config_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The source string lives as long as its state: until the next devmm_init or devmm_shutdown,
+ * as config.h says. Read under the lock its writers take. */
+const char *devmm_config_source(void) {
+  const devmm__state *s = devmm__state_lock();
+  const char *source = s ? s->c.source : "";
+  devmm__state_unlock();
+  return source;
+}
+
+size_t devmm_plugin_count(void) {
+  devmm__ensure_init();
+  const devmm__state *s = devmm__state_lock();
+  size_t n = s ? s->nplugins : 0;
+  devmm__state_unlock();
+  return n;
+}
+
+int devmm_plugin_get(size_t i, devmm_plugin_status *out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_plugin_get: out is NULL");
+  const devmm__state *s = devmm__state_lock();
+  if (!s || i >= s->nplugins) {
+    devmm__state_unlock();
+    return devmm_set_error(DEVMM_EINVAL, "devmm_plugin_get: no plugin #%zu", i);
+  }
+  const devmm__plugin *p = s->plugins[i];
+  *out = (devmm_plugin_status){
+      .name = p->name,
+      .path = p->path ? p->path : "",
+      .version = p->desc && p->desc->version ? p->desc->version : "",
+      .abi_major = p->desc ? p->desc->abi_major : 0,
+      .abi_minor = p->desc ? p->desc->abi_minor : 0,
+      .loaded = p->desc != NULL,
+      .error = p->error ? p->error : "",
+      .ndevices = p->ndevices,
+      .nkinds = p->desc ? p->desc->nkinds : 0,
+  };
+  devmm__state_unlock();
+  return DEVMM_OK;
+}
+
+size_t devmm_device_count(void) {
+  devmm__ensure_init();
+  const devmm__state *s = devmm__state_lock();
+  size_t n = s ? s->ndevices : 0;
+  devmm__state_unlock();
+  return n;
+}
+
+int devmm_device_get(size_t i, devmm_device_status *out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_device_get: out is NULL");
+  const devmm__state *s = devmm__state_lock();
+  if (!s || i >= s->ndevices) {
+    devmm__state_unlock();
+    return devmm_set_error(DEVMM_EINVAL, "devmm_device_get: no device #%zu", i);
+  }
+  const devmm__dstate *d = &s->devices[i];
+  *out = (devmm_device_status){
+      .info = d->info,
+      .plugin = d->plugin->name,
+      .stack = d->stack ? d->stack : "",
+      .error = d->error ? d->error : "",
+  };
+  devmm__state_unlock();
+  return DEVMM_OK;
+}
+
+const char *devmm_kind_name(size_t i) {
+  devmm__ensure_init();
+  const char *name = NULL;
+  const devmm__state *s = devmm__state_lock();
+  for (size_t p = 0; s && p < s->nplugins && !name; p++) {
+    const devmm_plugin *d = s->plugins[p]->desc;
+    if (!d)
+      continue;
+    if (i < d->nkinds)
+      name = d->kinds[i].name;
+    else
+      i -= d->nkinds;
+  }
+  devmm__state_unlock();
+  return name;
+}
+
+/* ================================================================ JSON */
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void json_plugin(FILE *f, const devmm__plugin *p) {
+  fprintf(f, "{\"name\": ");
+  json_str(f, p->name);
+  fprintf(f, ", \"path\": ");
+  json_str(f, p->path ? p->path : "");
+  fprintf(f, ", \"version\": ");
+  json_str(f, p->desc && p->desc->version ? p->desc->version : "");
+  fprintf(f,
+          ", \"abi\": \"%u.%u\", \"status\": \"%s\", \"error\": ", p->desc ? p->desc->abi_major : 0,
+          p->desc ? p->desc->abi_minor : 0, p->desc ? "loaded" : "failed");
+  json_str(f, p->error ? p->error : "");
+  fprintf(f, ", \"devices\": %zu, \"kinds\": [", p->ndevices);
+  for (size_t k = 0; p->desc && k < p->desc->nkinds; k++) {
+    fprintf(f, "%s", k ? ", " : "");
+    json_str(f, p->desc->kinds[k].name);
+  }
+  fprintf(f, "]}");
+}
+
+static void json_device(FILE *f, const devmm__dstate *d) {
+  char name[32];
+  devmm_device_format(d->info.device, name, sizeof name);
+  fprintf(f, "{\"device\": ");
+  json_str(f, name);
+  fprintf(f, ", \"type\": %d, \"id\": %d, \"name\": ", d->info.device.device_type,
+          d->info.device.device_id);
+  json_str(f, d->info.name);
+  fprintf(f, ", \"total_bytes\": %zu, \"free_bytes\": %zu, \"plugin\": ", d->info.total_bytes,
+          d->info.free_bytes);
+  json_str(f, d->plugin->name);
+  fprintf(f, ", \"stack\": ");
+  json_str(f, d->stack ? d->stack : "");
+  fprintf(f, ", \"error\": ");
+  json_str(f, d->error ? d->error : "");
+  fprintf(f, "}");
+}
+
+int devmm_info_json(char **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_info_json: out is NULL");
+  devmm__ensure_init();
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return devmm_set_error(DEVMM_ENOMEM, "out of memory");
+  const devmm__state *s = devmm__state_lock();
+  fprintf(f, "{\"version\": ");
+  json_str(f, devmm_version());
+  fprintf(f, ", \"abi\": \"%d.%d\", \"config\": ", DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR);
+  json_str(f, s ? s->c.source : "");
+  fprintf(f, ", \"plugins\": [");
+  for (size_t i = 0; s && i < s->nplugins; i++) {
+    fprintf(f, "%s", i ? ", " : "");
+    json_plugin(f, s->plugins[i]);
+  }
+  fprintf(f, "], \"devices\": [");
+  for (size_t i = 0; s && i < s->ndevices; i++) {
+    fprintf(f, "%s", i ? ", " : "");
+    json_device(f, &s->devices[i]);
+  }
+  fprintf(f, "]}");
+  devmm__state_unlock();
+  fclose(f);
+  *out = buf;
+  return DEVMM_OK;
+}
