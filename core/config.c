@@ -468,7 +468,7 @@ static void state_free(state *s) {
 static void append_kinds(char *buf, size_t cap, const devmm_plugin *d) {
   for (size_t j = 0; d && j < d->nkinds; j++) {
     size_t n = strlen(buf);
-    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j].name);
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j]->name);
   }
 }
 
@@ -476,10 +476,10 @@ static const devmm_resource_kind *find_kind(state *s, const char *name, devmm__p
   for (size_t i = 0; i < s->nplugins; i++) {
     const devmm_plugin *d = s->plugins[i]->desc;
     for (size_t k = 0; d && k < d->nkinds; k++)
-      if (strcmp(d->kinds[k].name, name) == 0) {
+      if (strcmp(d->kinds[k]->name, name) == 0) {
         if (owner)
           *owner = s->plugins[i];
-        return &d->kinds[k];
+        return d->kinds[k];
       }
   }
   return NULL;
@@ -615,8 +615,8 @@ static int build_device(state *s, dstate *ds) {
     k = find_kind(s, res->value, NULL);
   } else {
     for (size_t i = 0; !k && i < ds->plugin->desc->nkinds; i++)
-      if (ds->plugin->desc->kinds[i].device_type == ds->info.device.device_type)
-        k = &ds->plugin->desc->kinds[i];
+      if (ds->plugin->desc->kinds[i]->device_type == ds->info.device.device_type)
+        k = ds->plugin->desc->kinds[i];
   }
   if (!k) {
     ds->error = devmm__strdup(res ? "its resource's plugin failed to load"
@@ -645,9 +645,12 @@ static int build_device(state *s, dstate *ds) {
   }
   if (frc != DEVMM_OK || !r) {
     char msg[DEVMM__MSG_MAX + 64];
-    snprintf(msg, sizeof msg, "%s: %s", k->name,
-             r ? devmm_last_error()
-               : (*devmm_last_error() ? devmm_last_error() : "the factory returned no resource"));
+    const char *why =
+        r ? devmm_last_error()
+          : (*devmm_last_error() ? devmm_last_error() : "the factory returned no resource");
+    size_t kl = strlen(k->name); /* "<kind>: " unless the plugin's message starts with it */
+    int named = strncmp(why, k->name, kl) == 0 && (why[kl] == ':' || why[kl] == ' ');
+    snprintf(msg, sizeof msg, "%s%s%s", named ? "" : k->name, named ? "" : ": ", why);
     if (r)
       devmm_resource_release(r);
     ds->error = devmm__strdup(msg);
@@ -844,12 +847,23 @@ static int build(const char *path, state **out) {
   for (size_t i = 0; i < s->nplugins; i++)
     for (size_t k = 0; k < s->plugins[i]->ndevices; k++) {
       devmm_device dev = s->plugins[i]->devices[k].device;
-      int seen = 0; /* a device two plugins enumerate belongs to the first */
-      for (size_t j = 0; j < s->ndevices; j++)
-        seen |= s->devices[j].info.device.device_type == dev.device_type &&
-                s->devices[j].info.device.device_id == dev.device_id;
-      if (seen)
+      const dstate *seen = NULL; /* a device two plugins enumerate belongs to the first */
+      for (size_t j = 0; j < s->ndevices && !seen; j++)
+        if (s->devices[j].info.device.device_type == dev.device_type &&
+            s->devices[j].info.device.device_id == dev.device_id)
+          seen = &s->devices[j];
+      if (seen) { /* said, not silently dropped */
+        char name[32], note[192];
+        devmm_device_format(dev, name, sizeof name);
+        snprintf(note, sizeof note,
+                 "device %s is also enumerated by plugin '%.64s', which keeps it (the first in "
+                 "plugins = ...)",
+                 name, seen->plugin->name);
+        devmm__log(DEVMM_LOG_WARN, s->plugins[i]->name, "%s", note);
+        if (!s->plugins[i]->error)
+          s->plugins[i]->error = devmm__strdup(note);
         continue;
+      }
       dstate *ds = &s->devices[s->ndevices++];
       ds->info = s->plugins[i]->devices[k];
       ds->plugin = s->plugins[i];
@@ -1030,12 +1044,37 @@ const char *devmm_kind_name(size_t i) {
     if (!d)
       continue;
     if (i < d->nkinds)
-      name = d->kinds[i].name;
+      name = d->kinds[i]->name;
     else
       i -= d->nkinds;
   }
   pthread_mutex_unlock(&state_lock);
   return name;
+}
+
+int devmm_kind_get(size_t i, devmm_kind_status *out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_kind_get: out is NULL");
+  ensure_init();
+  int rc = DEVMM_EINVAL;
+  size_t asked = i;
+  pthread_mutex_lock(&state_lock);
+  for (size_t p = 0; current && p < current->nplugins && rc; p++) {
+    devmm__plugin *pl = current->plugins[p];
+    if (!pl->desc)
+      continue;
+    if (i >= pl->nkinds) {
+      i -= pl->nkinds;
+      continue;
+    }
+    const devmm_resource_kind *k = &pl->kinds[i]; /* the host's copy: every field readable */
+    *out = (devmm_kind_status){k->name,    k->description ? k->description : "",
+                               pl->name,   k->device_type,
+                               k->options, k->option_help};
+    rc = DEVMM_OK;
+  }
+  pthread_mutex_unlock(&state_lock);
+  return rc ? devmm_set_error(rc, "devmm_kind_get: no kind #%zu", asked) : rc;
 }
 
 /* A kind whose plugin the configuration did not name ("cuda.async" with only cpu loaded): load
@@ -1161,7 +1200,31 @@ int devmm_info_json(char **out) {
     fprintf(f, ", \"devices\": %zu, \"kinds\": [", p->ndevices);
     for (size_t k = 0; p->desc && k < p->desc->nkinds; k++) {
       fprintf(f, "%s", k ? ", " : "");
-      json_str(f, p->desc->kinds[k].name);
+      json_str(f, p->desc->kinds[k]->name);
+    }
+    fprintf(f, "], \"kind_info\": [");
+    for (size_t k = 0; p->desc && k < p->nkinds; k++) {
+      const devmm_resource_kind *kd = &p->kinds[k];
+      char dev[32];
+      devmm_device_format((devmm_device){kd->device_type, 0}, dev, sizeof dev);
+      dev[strcspn(dev, ":")] = '\0';
+      fprintf(f, "%s{\"name\": ", k ? ", " : "");
+      json_str(f, kd->name);
+      fprintf(f, ", \"description\": ");
+      json_str(f, kd->description ? kd->description : "");
+      fprintf(f, ", \"device_type\": ");
+      json_str(f, dev);
+      fprintf(f, ", \"options\": [");
+      int help = kd->option_help != NULL;
+      for (size_t o = 0; kd->options && kd->options[o]; o++) {
+        fprintf(f, "%s{\"key\": ", o ? ", " : "");
+        json_str(f, kd->options[o]);
+        fprintf(f, ", \"help\": ");
+        help = help && kd->option_help[o];
+        json_str(f, help ? kd->option_help[o] : "");
+        fprintf(f, "}");
+      }
+      fprintf(f, "]}");
     }
     fprintf(f, "]}");
   }

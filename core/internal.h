@@ -124,8 +124,14 @@ typedef struct devmm__plugin {
   const devmm_plugin *desc; /* NULL if it failed */
   size_t ndevices;
   devmm_device_info *devices;
+  /* host-side copies of desc->kinds, each read up to its own struct_size, the rest zero: code
+   * past the loader reads these, never the plugin's (ADR 25) */
+  size_t nkinds;
+  devmm_resource_kind *kinds;
   int config_failed, config_line; /* its [plugin <name>] options were refused (at that line) */
 } devmm__plugin;
+/* The smallest devmm_resource_kind a plugin may give: ABI 1.0's, up to its factory. */
+#define DEVMM__KIND_MIN_SIZE (offsetof(devmm_resource_kind, create) + sizeof(void (*)(void)))
 /* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated),
  * hands it the options of its [plugin <name>] section (configure) and enumerates its devices.
  * Returns a new record the caller frees with devmm__plugin_free; desc is NULL and error says
