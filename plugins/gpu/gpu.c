@@ -506,7 +506,7 @@ static const char *const managed_options[] = {"advise", "prefetch", NULL};
 
 static const char *const async_help[] = {
     "default (the device's pool) or own (a pool of this resource's)",
-    "bytes an own pool keeps cached after a synchronisation (a size)",
+    "what an own pool keeps cached at a synchronisation (a size)",
     "the most an own pool may hold (a size; 0: no limit)", NULL};
 static const char *const managed_help[] = {"none, read_mostly, preferred_location or accessed_by",
                                            "prefetch each allocation to the device (boolean)",
