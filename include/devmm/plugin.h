@@ -128,7 +128,8 @@ typedef struct devmm_plugin {
   const devmm_resource_kind *const *kinds; /* nkinds pointers (ADR 25) */
   /* Optional: called once, at process exit (an atexit handler of libdevmm, only if the plugin
    * was loaded; never at devmm_shutdown, since resources outlive it). Resources may still exist:
-   * release process-wide state that the OS would not, and free nothing they use. */
+   * release process-wide state that the OS would not, and free nothing they use. A forked
+   * child that calls exit runs it too. */
   void (*shutdown)(void);
   /* Optional: the keys of the plugin's own devmm.ini section, [plugin <name>]
    * (NULL-terminated; NULL: the plugin takes none). */
