@@ -492,6 +492,8 @@ static const struct {
     {"incomplete", "its descriptor is incomplete (struct_size "},
     {"badkindname", "its resource kind 'aaa.heap' is not named 'badkindname.<kind>'"},
     {"nofactory", "its resource kind #0 has no name or factory"},
+    {"nullkind", "its resource kind #1 is NULL"},
+    {"tinykind", "its resource kind #0 has struct_size 8: expected "},
 };
 
 START_TEST(plugin_load_faults) {
@@ -710,6 +712,43 @@ START_TEST(plugin_shutdown_called_once_at_exit) {
 }
 END_TEST
 
+/* A plugin written with plugin_helpers.h only: its entry, context, option and name helpers. */
+START_TEST(plugin_helpers_header) {
+  isolate();
+  const char *cfgpath = config_with("helpers", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("helpers").loaded, "%s", plugin_named("helpers").error);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, NULL, 0, &r), DEVMM_OK);
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=0,size=4096,label=-)");
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM); /* context reached */
+  ck_assert_error_contains("4097 bytes is over the size 4096");
+  ck_assert_int_eq(devmm_allocate(r, 64, 256, NULL, &p), DEVMM_OK);
+  ck_assert_uint_eq((uintptr_t)p % 256, 0);
+  devmm_deallocate(r, p, 64, 256, NULL);
+  devmm_resource_release(r);
+  devmm_option o[] = {
+      {"flag", "yes", 0}, {"size", "1KiB", 0}, {"label", "a", 0}, {"label", "b", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, o, 4, &r), DEVMM_OK);
+  /* the last label wins */
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=1,size=1024,label=b)");
+  devmm_resource_release(r);
+  devmm_option bad_bool[] = {{"flag", "maybe", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_bool, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("flag = maybe: bad boolean 'maybe'");
+  devmm_option bad_size[] = {{"size", "64 MeB", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_size, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("size = 64 MeB: ");
+  /* devmm_name_format truncates to the plugin's 48-byte buffer */
+  devmm_option long_label[] = {{"label", "abcdefghijklmnopqrstuvwxyz", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, long_label, 1, &r), DEVMM_OK);
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=0,size=4096,label=abcdefghijk");
+  devmm_resource_release(r);
+  unlink(cfgpath);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to) {
   FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
   ck_assert(a && b);
@@ -901,6 +940,7 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_duplicate_device_is_reported);
   tcase_add_test(tc, plugin_factory_message_prefixed_once);
   tcase_add_test(tc, plugin_shutdown_called_once_at_exit);
+  tcase_add_test(tc, plugin_helpers_header);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -18,6 +18,8 @@
  *   FAULT_SHUTDOWN    a shutdown hook that appends "shutdown\n" to the file named by its
  *                     [plugin shutdownrec] option record = PATH
  *   FAULT_FACTORY_NAMED the factory fails with a message that already starts with the kind
+ *   FAULT_KIND_NULL   a NULL pointer in the kinds array
+ *   FAULT_KIND_SIZE   a kind whose struct_size is 8 (no kind is that small)
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
 
@@ -44,6 +46,8 @@
 #define FAULT_KINDS_ONLY 14
 #define FAULT_SHUTDOWN 15
 #define FAULT_FACTORY_NAMED 16
+#define FAULT_KIND_NULL 17
+#define FAULT_KIND_SIZE 18
 
 #ifndef FAULT /* Meson passes both; these defaults only serve tools that read the file alone */
 #define FAULT FAULT_NONE
@@ -145,6 +149,9 @@ static const devmm_resource_kind kind0 = {sizeof(devmm_resource_kind),
                                           NULL,
                                           create,
                                           NULL};
+#elif FAULT == FAULT_KIND_SIZE
+static const devmm_resource_kind kind0 = {
+    8, PLUGIN_NAME ".heap", "too small", DEVMM_DEVICE_CPU, NULL, create, NULL};
 #elif FAULT == FAULT_KIND_NO_FACTORY
 static const devmm_resource_kind kind0 = {sizeof(devmm_resource_kind),
                                           PLUGIN_NAME ".heap",
@@ -173,6 +180,8 @@ static const devmm_resource_kind kind1 = {sizeof(devmm_resource_kind),
                                           create,
                                           NULL};
 static const devmm_resource_kind *const kinds[] = {&kind0, &kind1};
+#elif FAULT == FAULT_KIND_NULL
+static const devmm_resource_kind *const kinds[] = {&kind0, NULL};
 #else
 static const devmm_resource_kind *const kinds[] = {&kind0};
 #endif
