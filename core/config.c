@@ -1202,31 +1202,9 @@ int devmm_info_json(char **out) {
       fprintf(f, "%s", k ? ", " : "");
       json_str(f, p->desc->kinds[k]->name);
     }
-    fprintf(f, "], \"kind_info\": [");
-    for (size_t k = 0; p->desc && k < p->nkinds; k++) {
-      const devmm_resource_kind *kd = &p->kinds[k];
-      char dev[32];
-      devmm_device_format((devmm_device){kd->device_type, 0}, dev, sizeof dev);
-      dev[strcspn(dev, ":")] = '\0';
-      fprintf(f, "%s{\"name\": ", k ? ", " : "");
-      json_str(f, kd->name);
-      fprintf(f, ", \"description\": ");
-      json_str(f, kd->description ? kd->description : "");
-      fprintf(f, ", \"device_type\": ");
-      json_str(f, dev);
-      fprintf(f, ", \"options\": [");
-      int help = kd->option_help != NULL;
-      for (size_t o = 0; kd->options && kd->options[o]; o++) {
-        fprintf(f, "%s{\"key\": ", o ? ", " : "");
-        json_str(f, kd->options[o]);
-        fprintf(f, ", \"help\": ");
-        help = help && kd->option_help[o];
-        json_str(f, help ? kd->option_help[o] : "");
-        fprintf(f, "}");
-      }
-      fprintf(f, "]}");
-    }
-    fprintf(f, "]}");
+    fprintf(f, "], \"kind_info\": ");
+    devmm__plugin_kinds_json(p, f, json_str);
+    fprintf(f, "}");
   }
   fprintf(f, "], \"devices\": [");
   for (size_t i = 0; current && i < current->ndevices; i++) {

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #define DEVMM__MSG_MAX 512
 #define DEVMM__LONG_MSG_MAX 2048 /* an out-of-memory explanation (devmm__set_error_text) */
@@ -140,6 +141,9 @@ typedef struct devmm__plugin {
 devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
                                   const devmm_option *options, size_t noptions);
 void devmm__plugin_free(devmm__plugin *p);
+/* Writes p's kinds as a JSON array of {name, description, device_type, options: [{key, help}]}
+ * to f, strings through str (the caller's JSON string writer); [] for a failed plugin. */
+void devmm__plugin_kinds_json(const devmm__plugin *p, FILE *f, void (*str)(FILE *, const char *));
 /* The host services table handed to plugins. */
 const devmm_host_services *devmm__host(void);
 

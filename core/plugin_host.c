@@ -386,3 +386,33 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
   p->ndevices = n;
   return p;
 }
+
+/* ------------------------------------------------------------------ introspection */
+
+void devmm__plugin_kinds_json(const devmm__plugin *p, FILE *f, void (*str)(FILE *, const char *)) {
+  fprintf(f, "[");
+  for (size_t k = 0; p->desc && k < p->nkinds; k++) {
+    const devmm_resource_kind *kd = &p->kinds[k];
+    char dev[32];
+    devmm_device_format((devmm_device){kd->device_type, 0}, dev, sizeof dev);
+    dev[strcspn(dev, ":")] = '\0';
+    fprintf(f, "%s{\"name\": ", k ? ", " : "");
+    str(f, kd->name);
+    fprintf(f, ", \"description\": ");
+    str(f, kd->description ? kd->description : "");
+    fprintf(f, ", \"device_type\": ");
+    str(f, dev);
+    fprintf(f, ", \"options\": [");
+    int help = kd->option_help != NULL;
+    for (size_t o = 0; kd->options && kd->options[o]; o++) {
+      fprintf(f, "%s{\"key\": ", o ? ", " : "");
+      str(f, kd->options[o]);
+      fprintf(f, ", \"help\": ");
+      help = help && kd->option_help[o];
+      str(f, help ? kd->option_help[o] : "");
+      fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+  }
+  fprintf(f, "]");
+}
