@@ -85,12 +85,37 @@ const char *devmm_kind_name(size_t i) {
     if (!d)
       continue;
     if (i < d->nkinds)
-      name = d->kinds[i].name;
+      name = d->kinds[i]->name;
     else
       i -= d->nkinds;
   }
   devmm__state_unlock();
   return name;
+}
+
+int devmm_kind_get(size_t i, devmm_kind_status *out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_kind_get: out is NULL");
+  devmm__ensure_init();
+  int rc = DEVMM_EINVAL;
+  size_t asked = i;
+  const devmm__state *s = devmm__state_lock();
+  for (size_t p = 0; s && p < s->nplugins && rc; p++) {
+    const devmm__plugin *pl = s->plugins[p];
+    if (!pl->desc)
+      continue;
+    if (i >= pl->nkinds) {
+      i -= pl->nkinds;
+      continue;
+    }
+    const devmm_resource_kind *k = &pl->kinds[i]; /* the host's copy: every field readable */
+    *out = (devmm_kind_status){k->name,    k->description ? k->description : "",
+                               pl->name,   k->device_type,
+                               k->options, k->option_help};
+    rc = DEVMM_OK;
+  }
+  devmm__state_unlock();
+  return rc ? devmm_set_error(rc, "devmm_kind_get: no kind #%zu", asked) : rc;
 }
 
 /* ================================================================ JSON */
@@ -123,9 +148,11 @@ static void json_plugin(FILE *f, const devmm__plugin *p) {
   fprintf(f, ", \"devices\": %zu, \"kinds\": [", p->ndevices);
   for (size_t k = 0; p->desc && k < p->desc->nkinds; k++) {
     fprintf(f, "%s", k ? ", " : "");
-    json_str(f, p->desc->kinds[k].name);
+    json_str(f, p->desc->kinds[k]->name);
   }
-  fprintf(f, "]}");
+  fprintf(f, "], \"kind_info\": ");
+  devmm__plugin_kinds_json(p, f, json_str);
+  fprintf(f, "}");
 }
 
 static void json_device(FILE *f, const devmm__dstate *d) {

@@ -259,12 +259,23 @@ static int build_devices(devmm__state *s) {
   for (size_t i = 0; i < s->nplugins; i++)
     for (size_t k = 0; k < s->plugins[i]->ndevices; k++) {
       devmm_device dev = s->plugins[i]->devices[k].device;
-      int seen = 0;
-      for (size_t j = 0; j < s->ndevices; j++)
-        seen |= s->devices[j].info.device.device_type == dev.device_type &&
-                s->devices[j].info.device.device_id == dev.device_id;
-      if (seen)
+      const devmm__dstate *seen = NULL;
+      for (size_t j = 0; j < s->ndevices && !seen; j++)
+        if (s->devices[j].info.device.device_type == dev.device_type &&
+            s->devices[j].info.device.device_id == dev.device_id)
+          seen = &s->devices[j];
+      if (seen) { /* said, not silently dropped */
+        char name[32], note[192];
+        devmm_device_format(dev, name, sizeof name);
+        snprintf(note, sizeof note,
+                 "device %s is also enumerated by plugin '%.64s', which keeps it (the first in "
+                 "plugins = ...)",
+                 name, seen->plugin->name);
+        devmm__log(DEVMM_LOG_WARN, s->plugins[i]->name, "%s", note);
+        if (!s->plugins[i]->error)
+          s->plugins[i]->error = devmm__strdup(note);
         continue;
+      }
       devmm__dstate *ds = &s->devices[s->ndevices++];
       ds->info = s->plugins[i]->devices[k];
       ds->plugin = s->plugins[i];

@@ -242,7 +242,7 @@ int devmm__stack_check_section(const char *source, const devmm__section *sec) {
 void devmm__append_kinds(char *buf, size_t cap, const devmm_plugin *d) {
   for (size_t j = 0; d && j < d->nkinds; j++) {
     size_t n = strlen(buf);
-    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j].name);
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j]->name);
   }
 }
 
@@ -251,10 +251,10 @@ const devmm_resource_kind *devmm__find_kind(devmm__state *s, const char *name,
   for (size_t i = 0; i < s->nplugins; i++) {
     const devmm_plugin *d = s->plugins[i]->desc;
     for (size_t k = 0; d && k < d->nkinds; k++)
-      if (strcmp(d->kinds[k].name, name) == 0) {
+      if (strcmp(d->kinds[k]->name, name) == 0) {
         if (owner)
           *owner = s->plugins[i];
-        return &d->kinds[k];
+        return d->kinds[k];
       }
   }
   return NULL;
@@ -355,8 +355,8 @@ static const devmm_resource_kind *kind_for(devmm__state *s, const devmm__dstate 
     k = devmm__find_kind(s, res->value, NULL);
   } else {
     for (size_t i = 0; !k && i < ds->plugin->desc->nkinds; i++)
-      if (ds->plugin->desc->kinds[i].device_type == ds->info.device.device_type)
-        k = &ds->plugin->desc->kinds[i];
+      if (ds->plugin->desc->kinds[i]->device_type == ds->info.device.device_type)
+        k = ds->plugin->desc->kinds[i];
   }
   return k;
 }
@@ -388,8 +388,10 @@ static int run_factory(devmm__state *s, devmm__dstate *ds, const devmm__section 
                            option_line(sec, opts, n, msg), name, sec->wildcard ? ":*" : "", msg);
   }
   char full[DEVMM__MSG_MAX + 128];
-  snprintf(full, sizeof full, "%.100s: %s", k->name,
-           frc == DEVMM_OK ? "the factory returned no resource" : msg);
+  const char *why = frc == DEVMM_OK ? "the factory returned no resource" : msg;
+  size_t kl = strlen(k->name); /* "<kind>: " unless the plugin's message starts with it */
+  int named = strncmp(why, k->name, kl) == 0 && (why[kl] == ':' || why[kl] == ' ');
+  snprintf(full, sizeof full, "%.100s%s%s", named ? "" : k->name, named ? "" : ": ", why);
   ds->error = devmm__strdup(full);
   return DEVMM_OK;
 }

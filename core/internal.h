@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #define DEVMM__MSG_MAX 512
 #define DEVMM__LONG_MSG_MAX 2048 /* an out-of-memory explanation (devmm__set_error_text) */
@@ -136,8 +137,14 @@ typedef struct devmm__plugin {
   const devmm_plugin *desc; /* NULL if it failed */
   size_t ndevices;
   devmm_device_info *devices;
+  /* host-side copies of desc->kinds, each read up to its own struct_size, the rest zero: code
+   * past the loader reads these, never the plugin's (ADR 25) */
+  size_t nkinds;
+  devmm_resource_kind *kinds;
   int config_failed, config_line; /* its [plugin <name>] options were refused (at that line) */
 } devmm__plugin;
+/* The smallest devmm_resource_kind a plugin may give: ABI 1.0's, up to its factory. */
+#define DEVMM__KIND_MIN_SIZE (offsetof(devmm_resource_kind, create) + sizeof(void (*)(void)))
 /* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated),
  * hands it the options of its [plugin <name>] section (configure) and enumerates its devices.
  * Returns a new record the caller frees with devmm__plugin_free; desc is NULL and error says
@@ -146,6 +153,9 @@ typedef struct devmm__plugin {
 devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
                                   const devmm_option *options, size_t noptions);
 void devmm__plugin_free(devmm__plugin *p);
+/* Writes p's kinds as a JSON array of {name, description, device_type, options: [{key, help}]}
+ * to f, strings through str (the caller's JSON string writer); [] for a failed plugin. */
+void devmm__plugin_kinds_json(const devmm__plugin *p, FILE *f, void (*str)(FILE *, const char *));
 /* The host services table handed to plugins. */
 const devmm_host_services *devmm__host(void);
 

@@ -64,6 +64,7 @@ void devmm__plugin_free(devmm__plugin *p) {
   free(p->path);
   free(p->error);
   free(p->devices);
+  free(p->kinds);
   free(p);
 }
 
@@ -185,6 +186,53 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
   return real;
 }
 
+/* ------------------------------------------------------------------ shutdown at exit */
+
+/* Every descriptor with a shutdown hook that was ever loaded, in load order, each once (a
+ * plugin loaded again by a later devmm_init returns the same descriptor). Plugins are never
+ * unloaded (ADR 2), so the hooks run once, at process exit (ADR 25). */
+static const devmm_plugin **exit_hooks;
+static size_t nexit_hooks, exit_hooks_cap;
+static int exit_hooks_ran;
+
+/* Runs from atexit: registered again after each new plugin's load, so that it runs before the
+ * exit handlers (C++ static destructors) of every plugin loaded so far; the first run calls the
+ * hooks, newest plugin first, and the later ones find nothing left to do. */
+static void run_exit_hooks(void) {
+  pthread_mutex_lock(&lt_lock);
+  size_t n = exit_hooks_ran ? 0 : nexit_hooks;
+  exit_hooks_ran = 1;
+  pthread_mutex_unlock(&lt_lock);
+  while (n--)
+    exit_hooks[n]->shutdown();
+}
+
+static int remember_shutdown(const devmm_plugin *d) {
+  if (d->struct_size < offsetof(devmm_plugin, shutdown) + sizeof d->shutdown || !d->shutdown)
+    return DEVMM_OK;
+  int rc = DEVMM_OK, fresh = 1;
+  pthread_mutex_lock(&lt_lock);
+  for (size_t i = 0; i < nexit_hooks; i++)
+    fresh &= exit_hooks[i] != d;
+  if (fresh && nexit_hooks == exit_hooks_cap) {
+    size_t cap = exit_hooks_cap ? 2 * exit_hooks_cap : 8;
+    const devmm_plugin **grown = realloc(exit_hooks, cap * sizeof *grown);
+    if (grown) {
+      exit_hooks = grown;
+      exit_hooks_cap = cap;
+    } else {
+      rc = DEVMM_ENOMEM;
+    }
+  }
+  if (fresh && rc == DEVMM_OK) {
+    exit_hooks[nexit_hooks++] = d;
+    if (atexit(run_exit_hooks) != 0)
+      rc = DEVMM_ENOMEM;
+  }
+  pthread_mutex_unlock(&lt_lock);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ loading */
 
 static char *lt_open(const char *path, lt_dlhandle *out) {
@@ -301,29 +349,47 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
     return fail(p,
                 fmt_dup("it needs plugin ABI %u.%u; this devmm provides only %u.%u", d->abi_major,
                         d->abi_minor, DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR));
-  if (d->struct_size < offsetof(devmm_plugin, shutdown) || !d->name || !d->device_count ||
-      !d->device_info || (d->nkinds && !d->kinds))
-    return fail(p, fmt_dup("its descriptor is incomplete (struct_size %zu, name, device_count, "
-                           "device_info and kinds are required)",
+  if (d->struct_size < offsetof(devmm_plugin, shutdown) || !d->name ||
+      (d->device_count && !d->device_info) || (d->nkinds && !d->kinds))
+    return fail(p, fmt_dup("its descriptor is incomplete (struct_size %zu; name, kinds, and "
+                           "device_info with device_count are required)",
                            d->struct_size));
+  if (d->nkinds > 4096)
+    return fail(p, fmt_dup("it declares %zu resource kinds (at most 4096)", d->nkinds));
+  /* kinds are pointers, each read up to its own struct_size into a host-side copy (ADR 25) */
+  if (d->nkinds && !(p->kinds = calloc(d->nkinds, sizeof *p->kinds)))
+    return fail(p, NULL);
+  p->nkinds = d->nkinds;
   for (size_t i = 0; i < d->nkinds; i++) {
-    const devmm_resource_kind *k = &d->kinds[i];
+    const devmm_resource_kind *k = d->kinds[i];
+    if (!k)
+      return fail(p, fmt_dup("its resource kind #%zu is NULL", i));
+    if (k->struct_size < DEVMM__KIND_MIN_SIZE || k->struct_size > 64 * sizeof *k)
+      return fail(p, fmt_dup("its resource kind #%zu has struct_size %zu: expected %zu (or an "
+                             "older version's, at least %zu)",
+                             i, k->struct_size, sizeof *k, (size_t)DEVMM__KIND_MIN_SIZE));
+    memcpy(&p->kinds[i], k, k->struct_size < sizeof *k ? k->struct_size : sizeof *k);
+    p->kinds[i].struct_size = sizeof *k;
+    k = &p->kinds[i];
     if (!k->name || !k->create)
       return fail(p, fmt_dup("its resource kind #%zu has no name or factory", i));
     size_t pl = strlen(d->name);
     if (strncmp(k->name, d->name, pl) != 0 || k->name[pl] != '.')
       return fail(p, fmt_dup("its resource kind '%s' is not named '%s.<kind>'", k->name, d->name));
     for (size_t j = 0; j < i; j++)
-      if (strcmp(d->kinds[j].name, k->name) == 0)
+      if (strcmp(p->kinds[j].name, k->name) == 0)
         return fail(p, fmt_dup("it declares the resource kind '%s' twice", k->name));
   }
   if (configure(p, d, options, noptions)->config_failed)
     return p;
   p->desc = d;
-  /* devices: a failure here is not a load failure, it is "0 devices: <reason>" */
+  if (remember_shutdown(d) != DEVMM_OK)
+    return fail(p, NULL);
+  /* devices: a failure here is not a load failure, it is "0 devices: <reason>"; a plugin
+   * without device_count only adds kinds (0 devices) */
   size_t n = 0;
   devmm_clear_error();
-  if (d->device_count(&n) != DEVMM_OK) {
+  if (d->device_count && d->device_count(&n) != DEVMM_OK) {
     p->error = fmt_dup("0 devices: %s", *devmm_last_error() ? devmm_last_error() : "unknown");
     n = 0;
   }
@@ -343,4 +409,34 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
   }
   p->ndevices = n;
   return p;
+}
+
+/* ------------------------------------------------------------------ introspection */
+
+void devmm__plugin_kinds_json(const devmm__plugin *p, FILE *f, void (*str)(FILE *, const char *)) {
+  fprintf(f, "[");
+  for (size_t k = 0; p->desc && k < p->nkinds; k++) {
+    const devmm_resource_kind *kd = &p->kinds[k];
+    char dev[32];
+    devmm_device_format((devmm_device){kd->device_type, 0}, dev, sizeof dev);
+    dev[strcspn(dev, ":")] = '\0';
+    fprintf(f, "%s{\"name\": ", k ? ", " : "");
+    str(f, kd->name);
+    fprintf(f, ", \"description\": ");
+    str(f, kd->description ? kd->description : "");
+    fprintf(f, ", \"device_type\": ");
+    str(f, dev);
+    fprintf(f, ", \"options\": [");
+    int help = kd->option_help != NULL;
+    for (size_t o = 0; kd->options && kd->options[o]; o++) {
+      fprintf(f, "%s{\"key\": ", o ? ", " : "");
+      str(f, kd->options[o]);
+      fprintf(f, ", \"help\": ");
+      help = help && kd->option_help[o];
+      str(f, help ? kd->option_help[o] : "");
+      fprintf(f, "}");
+    }
+    fprintf(f, "]}");
+  }
+  fprintf(f, "]");
 }

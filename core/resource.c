@@ -34,6 +34,21 @@ uint64_t devmm__thread_id(void) {
 
 /* ===================================================================== lifetime */
 
+/* The copy and memset a host-accessible resource without its own gets: the CPU does the work,
+ * synchronously, so the stream is already ordered. */
+static int host_copy(devmm_resource *self, void *dst, const void *src, size_t bytes,
+                     devmm_stream stream) {
+  (void)self, (void)stream;
+  memmove(dst, src, bytes);
+  return DEVMM_OK;
+}
+static int host_memset(devmm_resource *self, void *dst, int value, size_t bytes,
+                       devmm_stream stream) {
+  (void)self, (void)stream;
+  memset(dst, value, bytes);
+  return DEVMM_OK;
+}
+
 static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device, const char *name,
                   unsigned flags, devmm_resource *upstream, devmm_resource **out) {
   if (!out)
@@ -61,9 +76,17 @@ static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
     free(n);
     return devmm_set_error(DEVMM_ENOMEM, "resource '%.64s': out of host memory", name);
   }
+  /* the table is checked once, here, and kept with its defaults filled in (UMF's validateOps):
+   * the entry points then call through it without a check of their own */
   size_t sz = ops->struct_size < sizeof r->ops ? ops->struct_size : sizeof r->ops;
   memcpy(&r->ops, ops, sz);
   r->ops.struct_size = sizeof r->ops;
+  if (flags & DEVMM_RESOURCE_HOST_ACCESSIBLE) {
+    if (!r->ops.copy)
+      r->ops.copy = host_copy;
+    if (!r->ops.memset)
+      r->ops.memset = host_memset;
+  }
   r->ctx = ctx;
   r->kind = ops;
   r->device = device;
@@ -149,7 +172,8 @@ int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stre
     *out = NULL;
     return DEVMM_OK;
   }
-  int rc = r->ops.allocate(r, bytes, alignment, stream, out);
+  /* ops never see 0 (resource.h); the report says what the caller asked for */
+  int rc = r->ops.allocate(r, bytes, alignment ? alignment : DEVMM_DEFAULT_ALIGNMENT, stream, out);
   /* the outermost call explains a refusal once (adaptors call their upstream's ops directly) */
   if (DEVMM__UNLIKELY(rc == DEVMM_ENOMEM))
     return devmm__explain_oom(r, bytes, alignment);
@@ -162,7 +186,7 @@ int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignmen
     return devmm_set_error(DEVMM_EINVAL, "devmm_deallocate: resource is NULL");
   if (DEVMM__UNLIKELY(!ptr))
     return DEVMM_OK;
-  return r->ops.deallocate(r, ptr, bytes, alignment, stream);
+  return r->ops.deallocate(r, ptr, bytes, alignment ? alignment : DEVMM_DEFAULT_ALIGNMENT, stream);
 }
 
 #define DEVMM__OPTIONAL(r, op, what)                                                               \

@@ -10,6 +10,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$info" --check --strict --config "$ini" >"$tmp/default.out" || fail "default config: exit $?"
 grep -Eq "check: [1-9][0-9]* passed, 0 failed" "$tmp/default.out" || fail "default config: $(cat "$tmp/default.out")"
+# each kind with its device type and description, then its options with their help
+grep -Eq "^  cpu.aligned +cpu +posix_memalign with a minimum alignment$" "$tmp/default.out" ||
+  fail "kind description: $(cat "$tmp/default.out")"
+grep -Eq "^ +alignment: the minimum alignment, a power of two" "$tmp/default.out" ||
+  fail "kind option help: $(cat "$tmp/default.out")"
 
 "$info" --json --check --config "$ini" >"$tmp/json"
 /usr/bin/python3 - "$tmp/json" <<'PY' || fail "JSON"
@@ -18,6 +23,12 @@ d = json.load(open(sys.argv[1]))
 assert d["config"].endswith("devmm.ini"), d["config"]
 cpu = [p for p in d["plugins"] if p["name"] == "cpu"][0]
 assert cpu["status"] == "loaded" and cpu["abi"] == "1.0" and "cpu.mmap" in cpu["kinds"], cpu
+# kind_info: the same kinds, in order, with description, device type and options
+assert [k["name"] for k in cpu["kind_info"]] == cpu["kinds"], cpu
+mmap = [k for k in cpu["kind_info"] if k["name"] == "cpu.mmap"][0]
+assert mmap["device_type"] == "cpu" and mmap["description"].startswith("anonymous mmap"), mmap
+assert [o["key"] for o in mmap["options"]] == ["huge_pages", "populate"], mmap
+assert all(o["help"] for o in mmap["options"]), mmap
 dev = [x for x in d["devices"] if x["device"] == "cpu"][0]
 assert dev["total_bytes"] > 0 and dev["stack"], dev
 assert all(c["ok"] for c in d["check"]), d["check"]

@@ -33,10 +33,37 @@ adaptors = statistics
 INI
 out=$("$build/tools/devmm-info" --check --strict --config "$tmp/devmm.ini")
 echo "$out"
-grep -q "stack: statistics(example.arena)" <<<"$out" || { echo "FAIL: example.arena not used"; exit 1; }
-grep -q "check: allocate/write/read/free 1 MiB through statistics(example.arena): ok" <<<"$out" ||
+grep -q "stack: statistics(example.arena(8388608))" <<<"$out" || { echo "FAIL: example.arena not used"; exit 1; }
+# the check copies and fills through the host's memmove/memset: the example has neither op
+grep -q "check: allocate/write/read/free 1 MiB through statistics(example.arena(8388608)): ok" <<<"$out" ||
   { echo "FAIL: round trip through the example plugin"; exit 1; }
+grep -Eq "^  example.arena +cpu +a bump allocator over one block$" <<<"$out" ||
+  { echo "FAIL: the kind's description is not shown"; exit 1; }
+grep -Eq "^ +size: the block's size" <<<"$out" || { echo "FAIL: the kind's option is not shown"; exit 1; }
+grep -A1 "^  example " <<<"$out" | grep -Eq "^ +loaded: 0 devices, 1 resource kinds$" ||
+  { echo "FAIL: a kinds-only plugin should load with 0 devices and no complaint"; exit 1; }
 echo "example plugin: built against the installed SDK, loaded and used: ok"
+
+# installed where pkg-config's plugindir says, it is found by its short name with no plugin_path
+plugindir=$(pkg-config --variable=plugindir devmm)
+case $plugindir in "$tmp/root"/*) ;; *) plugindir="$tmp/root$plugindir" ;; esac
+[ -f "$plugindir/devmm-cpu.so" ] || { echo "FAIL: plugindir '$plugindir' has no devmm-cpu.so"; exit 1; }
+install -m 644 "$so" "$plugindir/"
+chmod -R go-w "$tmp"
+printf '[devmm]\nplugins = cpu, example\n\n[device cpu]\nresource = example.arena\n' >"$tmp/installed.ini"
+out=$(DEVMM_PLUGIN_PATH="$plugindir" "$build/tools/devmm-info" --check --strict --config "$tmp/installed.ini")
+grep -q "stack: example.arena(67108864)" <<<"$out" || { echo "FAIL: installed plugin: $out"; exit 1; }
+echo "example plugin: installed into pkg-config's plugindir and found there: ok"
+# a bad option value: the plugin's message (through devmm_option_size), with the file and line
+printf 'size = 64 MeB\n' >>"$tmp/installed.ini"
+set +e
+err=$(DEVMM_PLUGIN_PATH="$plugindir" "$build/tools/devmm-info" --check --config "$tmp/installed.ini" 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] || { echo "FAIL: a bad size passed: $err"; exit 1; }
+grep -q "installed.ini:.*size = 64 MeB: " <<<"$err" || { echo "FAIL: bad size message: $err"; exit 1; }
+grep -q "example.arena: example.arena" <<<"$err" && { echo "FAIL: doubled prefix: $err"; exit 1; }
+echo "example plugin: a bad option value is refused with its file and line: ok"
 
 # the installed Python package: its _build_config names the installed libdir, and with the
 # installed library on the loader's path (as ldconfig would put it) it works with no DEVMM_LIBRARY

@@ -156,10 +156,21 @@ int main(int argc, char **argv) {
       else
         printf("  %-8s FAILED: %s\n", p.name, p.error);
     }
-    printf("\nresource kinds:");
-    for (size_t k = 0; devmm_kind_name(k); k++)
-      printf("%s%s", k ? ", " : " ", devmm_kind_name(k));
-    printf("\n\ndevices:\n");
+    printf("\nresource kinds:\n");
+    devmm_kind_status ks;
+    for (size_t k = 0; devmm_kind_get(k, &ks) == DEVMM_OK; k++) {
+      char dev[32];
+      devmm_device_format((devmm_device){ks.device_type, 0}, dev, sizeof dev);
+      dev[strcspn(dev, ":")] = '\0';
+      printf("  %-16s %-9s %s\n", ks.name, dev, ks.description);
+      int help = ks.help != NULL;
+      for (size_t o = 0; ks.options && ks.options[o]; o++) {
+        help = help && ks.help[o];
+        printf("  %-16s %-9s   %s%s%s\n", "", "", ks.options[o], help ? ": " : "",
+               help ? ks.help[o] : "");
+      }
+    }
+    printf("\ndevices:\n");
     if (!nd)
       printf("  (none)\n");
     for (size_t i = 0; i < nd; i++) {

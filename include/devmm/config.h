@@ -63,6 +63,17 @@ DEVMM_API size_t devmm_device_count(void);
 DEVMM_API int devmm_device_get(size_t i, devmm_device_status *out);
 /* The resource kinds of loaded plugins: name of kind i, or NULL past the end. */
 DEVMM_API const char *devmm_kind_name(size_t i);
+typedef struct devmm_kind_status {
+  const char *name;           /* "<plugin>.<kind>" */
+  const char *description;    /* one line ("" if none) */
+  const char *plugin;         /* the plugin that offers it */
+  int32_t device_type;        /* DEVMM_DEVICE_* it allocates on */
+  const char *const *options; /* its option keys, NULL-terminated (NULL: none) */
+  const char *const *help;    /* one line per key, same order (NULL: none given) */
+} devmm_kind_status;
+/* Kind i (numbered as devmm_kind_name) with its description and options (strings live until
+ * the next devmm_init/devmm_shutdown); DEVMM_EINVAL past the end. */
+DEVMM_API int devmm_kind_get(size_t i, devmm_kind_status *out);
 /* Creates a resource of a named kind ("cpu.mmap") for device_id with key/value options. */
 DEVMM_API int devmm_resource_create_kind(const char *kind, int32_t device_id,
                                          const devmm_option *options, size_t noptions,

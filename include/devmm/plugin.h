@@ -8,16 +8,25 @@
  *
  * Compatibility rules:
  *  - Every struct starts with (or carries) struct_size; fields are only ever appended.
+ *  - A versioned struct is never laid out in an array: an array's stride is the element size
+ *    the plugin was compiled with, which struct_size cannot correct. Kinds are an array of
+ *    pointers; devmm_option carries no struct_size and never grows (ADR 25).
  *  - The host refuses a descriptor whose abi_major differs from its own, and accepts any
  *    abi_minor <= its own (fields past a plugin's struct_size read as absent).
  *  - A plugin must check host->abi_major and may use host services up to host->struct_size.
  *  - Plugins report errors through host->set_error, never by printing; they link no devmm
  *    library: every service comes through the host table.
  *
- *   static const devmm_plugin desc = {DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR,
- *                                     sizeof(devmm_plugin), "mine", "1.0", ...};
+ *   static const devmm_resource_kind heap = {.struct_size = sizeof heap, .name = "mine.heap",
+ *                                            ..., .create = heap_create};
+ *   static const devmm_resource_kind *const kinds[] = {&heap};
+ *   static const devmm_plugin desc = {.abi_major = DEVMM_PLUGIN_ABI_MAJOR, ...,
+ *                                     .nkinds = 1, .kinds = kinds};
  *   DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint32_t minor,
  *                                                             const devmm_host_services *h);
+ *
+ * <devmm/plugin_helpers.h> (optional, header-only) writes the entry and keeps the host table.
+ * docs/plugins.md is the vendor's guide.
  */
 #ifndef DEVMM_PLUGIN_H
 #define DEVMM_PLUGIN_H
@@ -43,7 +52,8 @@ enum {
   DEVMM_LOG_DEBUG = 3,
 };
 
-/* One key = value line of a devmm.ini device section (line is its line number, 0 if none). */
+/* One key = value line of a devmm.ini device section (line is its line number, 0 if none).
+ * Handed to plugins as an array, so it carries no struct_size and never changes (ADR 25). */
 typedef struct devmm_option {
   const char *key;
   const char *value;
@@ -72,7 +82,8 @@ typedef struct devmm_host_services {
   const char *(*last_error)(void);
 } devmm_host_services;
 
-/* A device as a plugin describes it. */
+/* A device as a plugin describes it. The host allocates it and sets struct_size; device_info
+ * fills only the fields it knows (never past out->struct_size). */
 typedef struct devmm_device_info {
   size_t struct_size;
   devmm_device device;
@@ -80,16 +91,23 @@ typedef struct devmm_device_info {
   size_t total_bytes, free_bytes; /* 0 if unknown */
 } devmm_device_info;
 
-/* A named resource kind and its factory. */
+/* A named resource kind and its factory. The descriptor lists kinds by pointer, so a kind
+ * compiled against an older (shorter) struct is read up to its own struct_size. */
 typedef struct devmm_resource_kind {
-  size_t struct_size;
+  size_t struct_size;         /* sizeof(devmm_resource_kind) when compiled; at least up to create */
   const char *name;           /* "<plugin>.<kind>", e.g. "cpu.mmap" */
   const char *description;    /* one line */
   int32_t device_type;        /* DEVMM_DEVICE_* this kind allocates on */
   const char *const *options; /* the option keys it accepts, NULL-terminated (NULL: none) */
-  /* Creates a resource for device_id with the section's options (only keys from `options`). */
+  /* Creates a resource for device_id with the section's options (only keys from `options`).
+   * On failure: a negative status and host->set_error. Where the host reports the failure (a
+   * device's error) it prefixes "<kind>: " unless the message already starts with the kind's
+   * name (ADR 25). DEVMM_EINVAL means a bad option value. */
   int (*create)(const devmm_host_services *host, int32_t device_id, const devmm_option *options,
                 size_t noptions, devmm_resource **out);
+  /* Optional: one line of help per key of `options`, in the same order (NULL: none), shown by
+   * devmm-info. */
+  const char *const *option_help;
 } devmm_resource_kind;
 
 /* What a plugin's entry returns. */
@@ -99,13 +117,19 @@ typedef struct devmm_plugin {
   const char *name; /* short name, as written in devmm.ini's plugins = ... */
   const char *version;
   const char *description;
-  /* Number of devices; on failure returns an error (the reason) and *count = 0. */
+  /* Number of devices; on failure returns an error (the reason) and *count = 0. Optional, with
+   * device_info: a plugin that only adds kinds for another plugin's device sets both NULL (0
+   * devices). A device two plugins enumerate belongs to the first in plugins = ...; the other
+   * gets a warning. */
   int (*device_count)(size_t *count);
-  /* Describes device index (0 .. count-1). */
+  /* Describes device index (0 .. count-1). Required when device_count is set. */
   int (*device_info)(size_t index, devmm_device_info *out);
   size_t nkinds;
-  const devmm_resource_kind *kinds;
-  /* Optional: called once at process exit (may be NULL). */
+  const devmm_resource_kind *const *kinds; /* nkinds pointers (ADR 25) */
+  /* Optional: called once, at process exit (an atexit handler of libdevmm, only if the plugin
+   * was loaded; never at devmm_shutdown, since resources outlive it). Resources may still exist:
+   * release process-wide state that the OS would not, and free nothing they use. A forked
+   * child that calls exit runs it too. */
   void (*shutdown)(void);
   /* Optional: the keys of the plugin's own devmm.ini section, [plugin <name>]
    * (NULL-terminated; NULL: the plugin takes none). */

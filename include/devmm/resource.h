@@ -20,12 +20,18 @@ extern "C" {
 typedef struct devmm_resource devmm_resource;
 struct devmm_resource_ipc_ops; /* ipc.h */
 
-/* The operations of a resource. Optional entries may be NULL ("not supported"): the core then
- * answers DEVMM_ENOTSUP with a message. New entries are only appended; struct_size says how many
- * a table has. Every op must set an error message (devmm_set_error) when it fails. */
+/* The operations of a resource. devmm_resource_create checks the table once and keeps its own
+ * copy with the defaults filled in: allocate and deallocate are required; copy and memset, when
+ * NULL on a resource flagged DEVMM_RESOURCE_HOST_ACCESSIBLE, become the host's memmove/memset
+ * (synchronous, the stream ignored); other NULL entries answer DEVMM_ENOTSUP with a message.
+ * New entries are only appended; struct_size says how many a table has. Every op that fails
+ * returns a negative status and sets the message: devmm_set_error in libdevmm's own code,
+ * host->set_error in a plugin (plugins link no libdevmm). Ops get the resource; a plugin's state
+ * is its context (host->resource_context(self)). */
 typedef struct devmm_resource_ops {
   size_t struct_size; /* sizeof(devmm_resource_ops) when the table was compiled */
-  /* Required: allocate `bytes` aligned to `alignment` (a power of two) ordered on `stream`. */
+  /* Required: allocate `bytes` (> 0) aligned to `alignment`, a power of two (never 0: the host
+   * passes DEVMM_DEFAULT_ALIGNMENT for a request of 0), ordered on `stream`. */
   int (*allocate)(devmm_resource *self, size_t bytes, size_t alignment, devmm_stream stream,
                   void **out);
   /* Required: free a pointer this resource returned, with the same bytes and alignment. */
@@ -59,8 +65,9 @@ enum {
   DEVMM_RESOURCE_HOST_ACCESSIBLE = 1u << 1, /* the CPU may read/write the memory directly */
 };
 
-/* Creates a resource (refcount 1) from ops and ctx; name is copied. On failure nothing is kept
- * (ops->destroy is not called). */
+/* Creates a resource (refcount 1) from ops and ctx; name is copied. Checks ops once (struct_size,
+ * the required ops) and keeps a copy with the defaults filled in (see devmm_resource_ops). On
+ * failure nothing is kept (ops->destroy is not called). */
 DEVMM_API int devmm_resource_create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
                                     const char *name, unsigned flags, devmm_resource **out);
 /* Adds a reference; returns r. */
@@ -82,20 +89,27 @@ DEVMM_API long devmm_resource_refcount(const devmm_resource *r);
 
 /* The largest alignment devmm_allocate accepts (1 TiB): more can never be satisfied. */
 #define DEVMM_MAX_ALIGNMENT ((size_t)1 << 40)
+/* The alignment an alignment of 0 means for devmm_allocate/devmm_deallocate: malloc's
+ * (alignof(max_align_t) on every supported target). Ops never see 0. Tensors use their own,
+ * larger default (devmm_tensor_default_alignment). */
+#define DEVMM_DEFAULT_ALIGNMENT ((size_t)16)
 
-/* Allocates bytes (0 gives NULL and DEVMM_OK) with alignment (0: the resource's default, else a
+/* Allocates bytes (0 gives NULL and DEVMM_OK) with alignment (0: DEVMM_DEFAULT_ALIGNMENT, else a
  * power of two up to DEVMM_MAX_ALIGNMENT). */
 DEVMM_API int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
                              void **out);
-/* Frees memory from devmm_allocate with the same bytes and alignment; NULL is a no-op. */
+/* Frees memory from devmm_allocate with the same bytes and alignment (0 as for devmm_allocate);
+ * NULL is a no-op. */
 DEVMM_API int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
                                devmm_stream stream);
 /* Free and total memory of the resource's device (DEVMM_ENOTSUP if unknown). */
 DEVMM_API int devmm_mem_info(devmm_resource *r, size_t *free_bytes, size_t *total_bytes);
-/* Copies bytes through the resource's copy op (DEVMM_ENOTSUP if it has none). */
+/* Copies bytes through the resource's copy op (memmove for a host-accessible resource without
+ * one; DEVMM_ENOTSUP for others without one). */
 DEVMM_API int devmm_copy(devmm_resource *r, void *dst, const void *src, size_t bytes,
                          devmm_stream stream);
-/* Fills bytes with value through the resource's memset op. */
+/* Fills bytes with value through the resource's memset op (memset for a host-accessible
+ * resource without one; DEVMM_ENOTSUP for others without one). */
 DEVMM_API int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes,
                            devmm_stream stream);
 /* Makes `waiter` wait for `waitee`. Without the op: OK for host memory (cpu, cuda_host,

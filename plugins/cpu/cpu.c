@@ -477,16 +477,45 @@ static int device_info(size_t index, devmm_device_info *out) {
 static const char *const aligned_options[] = {"alignment", NULL};
 static const char *const mmap_options[] = {"huge_pages", "populate", NULL};
 
-static const devmm_resource_kind kinds[] = {
-    {sizeof(devmm_resource_kind), "cpu.malloc", "libc malloc/free", DEVMM_DEVICE_CPU, NULL,
-     malloc_create},
-    {sizeof(devmm_resource_kind), "cpu.aligned", "posix_memalign with a minimum alignment",
-     DEVMM_DEVICE_CPU, aligned_options, aligned_create},
-    {sizeof(devmm_resource_kind), "cpu.mmap", "anonymous mmap (huge pages, populate)",
-     DEVMM_DEVICE_CPU, mmap_options, mmap_create},
-    {sizeof(devmm_resource_kind), "cpu.shm", "a memfd per allocation, shared with other processes",
-     DEVMM_DEVICE_CPU, NULL, shm_create},
+static const char *const aligned_help[] = {"the minimum alignment, a power of two (default 64)",
+                                           NULL};
+static const char *const mmap_help[] = {"never (default), transparent or explicit",
+                                        "fault every page in at allocation (boolean)", NULL};
+
+static const devmm_resource_kind malloc_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "cpu.malloc",
+    .description = "libc malloc/free",
+    .device_type = DEVMM_DEVICE_CPU,
+    .create = malloc_create,
 };
+static const devmm_resource_kind aligned_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "cpu.aligned",
+    .description = "posix_memalign with a minimum alignment",
+    .device_type = DEVMM_DEVICE_CPU,
+    .options = aligned_options,
+    .create = aligned_create,
+    .option_help = aligned_help,
+};
+static const devmm_resource_kind mmap_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "cpu.mmap",
+    .description = "anonymous mmap (huge pages, populate)",
+    .device_type = DEVMM_DEVICE_CPU,
+    .options = mmap_options,
+    .create = mmap_create,
+    .option_help = mmap_help,
+};
+static const devmm_resource_kind shm_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "cpu.shm",
+    .description = "a memfd per allocation, shared with other processes",
+    .device_type = DEVMM_DEVICE_CPU,
+    .create = shm_create,
+};
+static const devmm_resource_kind *const kinds[] = {&malloc_kind, &aligned_kind, &mmap_kind,
+                                                   &shm_kind};
 
 static const devmm_plugin descriptor = {
     DEVMM_PLUGIN_ABI_MAJOR,

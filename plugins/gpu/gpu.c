@@ -756,16 +756,32 @@ static const char *const async_options[] = {"pool", "release_threshold", "max_po
                                             NULL};
 static const char *const managed_options[] = {"advise", "prefetch", NULL};
 
-static const devmm_resource_kind kinds[] = {
-    {sizeof(devmm_resource_kind), GPU_PLUGIN ".device", "device memory, synchronous",
-     GPU_DEVICE_TYPE, NULL, device_create},
-    {sizeof(devmm_resource_kind), GPU_PLUGIN ".async", "stream-ordered pool allocation",
-     GPU_DEVICE_TYPE, async_options, async_create},
-    {sizeof(devmm_resource_kind), GPU_PLUGIN ".managed", "managed (unified) memory",
-     GPU_DEVICE_TYPE, managed_options, managed_create},
-    {sizeof(devmm_resource_kind), GPU_PLUGIN ".pinned", "page-locked host memory", GPU_HOST_TYPE,
-     NULL, pinned_create},
-};
+static const char *const async_help[] = {
+    "default (the device's pool) or own (a pool of this resource's)",
+    "what an own pool keeps cached at a synchronisation (a size)",
+    "the most an own pool may hold (a size; 0: no limit)", NULL};
+static const char *const managed_help[] = {"none, read_mostly, preferred_location or accessed_by",
+                                           "prefetch each allocation to the device (boolean)",
+                                           NULL};
+
+#define GPU_KIND(var, suffix, desc, type, opts, help, factory)                                     \
+  static const devmm_resource_kind var = {.struct_size = sizeof(devmm_resource_kind),              \
+                                          .name = GPU_PLUGIN suffix,                               \
+                                          .description = desc,                                     \
+                                          .device_type = type,                                     \
+                                          .options = opts,                                         \
+                                          .create = factory,                                       \
+                                          .option_help = help}
+GPU_KIND(device_kind, ".device", "device memory, synchronous", GPU_DEVICE_TYPE, NULL, NULL,
+         device_create);
+GPU_KIND(async_kind, ".async", "stream-ordered pool allocation", GPU_DEVICE_TYPE, async_options,
+         async_help, async_create);
+GPU_KIND(managed_kind, ".managed", "managed (unified) memory", GPU_DEVICE_TYPE, managed_options,
+         managed_help, managed_create);
+GPU_KIND(pinned_kind, ".pinned", "page-locked host memory", GPU_HOST_TYPE, NULL, NULL,
+         pinned_create);
+static const devmm_resource_kind *const kinds[] = {&device_kind, &async_kind, &managed_kind,
+                                                   &pinned_kind};
 
 static char version[64];
 

@@ -355,14 +355,34 @@ int arena_create(const devmm_host_services *, int32_t id, const devmm_option *o,
 const char *const pool_options[] = {"upstream", "initial_pool_size", "maximum_pool_size", nullptr};
 const char *const arena_options[] = {"upstream", "arena_size", nullptr};
 
-const devmm_resource_kind kinds[] = {
-    {sizeof(devmm_resource_kind), "rmm.current", "RMM's current device resource (shared pool)",
-     DEVMM_DEVICE_CUDA, nullptr, current_create},
-    {sizeof(devmm_resource_kind), "rmm.pool", "rmm::mr::pool_memory_resource", DEVMM_DEVICE_CUDA,
-     pool_options, pool_create},
-    {sizeof(devmm_resource_kind), "rmm.arena", "rmm::mr::arena_memory_resource", DEVMM_DEVICE_CUDA,
-     arena_options, arena_create},
+const devmm_resource_kind current_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "rmm.current",
+    .description = "RMM's current device resource (shared pool)",
+    .device_type = DEVMM_DEVICE_CUDA,
+    .options = nullptr,
+    .create = current_create,
+    .option_help = nullptr,
 };
+const devmm_resource_kind pool_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "rmm.pool",
+    .description = "rmm::mr::pool_memory_resource",
+    .device_type = DEVMM_DEVICE_CUDA,
+    .options = pool_options,
+    .create = pool_create,
+    .option_help = nullptr,
+};
+const devmm_resource_kind arena_kind = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = "rmm.arena",
+    .description = "rmm::mr::arena_memory_resource",
+    .device_type = DEVMM_DEVICE_CUDA,
+    .options = arena_options,
+    .create = arena_create,
+    .option_help = nullptr,
+};
+const devmm_resource_kind *const kinds[] = {&current_kind, &pool_kind, &arena_kind};
 
 const devmm_plugin descriptor = {
     DEVMM_PLUGIN_ABI_MAJOR,

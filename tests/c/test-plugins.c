@@ -3,13 +3,19 @@
  * fault plugins' build directory), DEVMM_PLUGIN_PATH (the real plugins' build directory). */
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testres.h"
+
+/* ABI 1.0's devmm_resource_kind up to its factory: what oldkinds is compiled with */
+#define DEVMM__TEST_KIND_MIN_SIZE (offsetof(devmm_resource_kind, create) + sizeof(void (*)(void)))
 
 static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
 
@@ -569,6 +575,8 @@ static const struct {
     {"incomplete", "its descriptor is incomplete (struct_size "},
     {"badkindname", "its resource kind 'aaa.heap' is not named 'badkindname.<kind>'"},
     {"nofactory", "its resource kind #0 has no name or factory"},
+    {"nullkind", "its resource kind #1 is NULL"},
+    {"tinykind", "its resource kind #0 has struct_size 8: expected "},
 };
 
 START_TEST(plugin_load_faults) {
@@ -665,6 +673,163 @@ START_TEST(plugin_factory_faults) {
   ck_assert_uint_eq(st.ndevices, 0);
   ck_assert_str_eq(st.error, "0 devices: simulated: no device present");
   unlink(nodev);
+}
+END_TEST
+
+/* ABI 25: kinds are pointers, each read to its own struct_size. oldkinds is compiled with a
+ * shorter devmm_resource_kind (no option_help) and a devmm_plugin ending at shutdown. */
+START_TEST(plugin_older_smaller_structs_load) {
+  isolate();
+  const char *cfgpath = config_with("oldkinds", "[device cpu]\nresource = oldkinds.second\n");
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named("oldkinds");
+  ck_assert_msg(st.loaded, "%s", st.error);
+  ck_assert_uint_eq(st.nkinds, 2);
+  ck_assert_str_eq(devmm_kind_name(4), "oldkinds.heap");
+  ck_assert_str_eq(devmm_kind_name(5), "oldkinds.second");
+  ck_assert_ptr_null(devmm_kind_name(6));
+  devmm_kind_status k;
+  ck_assert_int_eq(devmm_kind_get(5, &k), DEVMM_OK);
+  ck_assert_str_eq(k.description, "the second kind");
+  ck_assert_str_eq(k.plugin, "oldkinds");
+  ck_assert_ptr_null(k.help); /* past its struct_size: absent */
+  ck_assert_int_eq(devmm_kind_get(4, &k), DEVMM_OK);
+  ck_assert_str_eq(k.options[0], "flag");
+  ck_assert_ptr_null(k.help);
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack, "oldkinds.heap"); /* built by the second kind's factory */
+  ck_assert_str_eq(d.error, "");
+  cpu_still_works();
+  /* what the old layout (an array of devmm_resource_kind) would have read: the plugin's array
+   * by the host's stride lands inside its element 0/1, not on element 1 */
+  char so[1024];
+  snprintf(so, sizeof so, "%s/devmm-oldkinds.so", env_dir("DEVMM_TEST_PLUGINS"));
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  const char *arr = dlsym(h, "devmm_test_old_kinds");
+  ck_assert_ptr_nonnull(arr);
+  size_t old_size = *(const size_t *)arr;
+  ck_assert_uint_lt(old_size, sizeof(devmm_resource_kind));
+  ck_assert_uint_eq(old_size, DEVMM__TEST_KIND_MIN_SIZE);
+  const char *wrong_name = *(const char *const *)(arr + sizeof(devmm_resource_kind) +
+                                                  offsetof(devmm_resource_kind, name));
+  ck_assert_str_ne(wrong_name, "oldkinds.second");
+  ck_assert_str_eq(wrong_name, "the second kind"); /* element 1's description: garbage */
+  dlclose(h);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* A plugin without device_count/device_info only adds kinds for another plugin's device. */
+START_TEST(plugin_kinds_only) {
+  isolate();
+  const char *cfgpath = config_with("kindsonly", "[device cpu]\nresource = kindsonly.heap\n");
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_plugin_status st = plugin_named("kindsonly");
+  ck_assert_msg(st.loaded, "%s", st.error);
+  ck_assert_uint_eq(st.ndevices, 0);
+  ck_assert_str_eq(st.error, "");
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.stack, "kindsonly.heap");
+  ck_assert_str_eq(d.plugin, "cpu");
+  unlink(cfgpath);
+}
+END_TEST
+
+/* A device two plugins enumerate stays the first's, and the second says so. */
+START_TEST(plugin_duplicate_device_is_reported) {
+  isolate();
+  const char *cfgpath = config_with("faulty", NULL);
+  ck_assert_int_eq(devmm_init(cfgpath), DEVMM_OK);
+  devmm_plugin_status st = plugin_named("faulty");
+  ck_assert_int_eq(st.loaded, 1);
+  ck_assert_str_eq(st.error, "device cpu is also enumerated by plugin 'cpu', which keeps it (the "
+                             "first in plugins = ...)");
+  ck_assert_str_eq(plugin_named("cpu").error, "");
+  char *json;
+  ck_assert_int_eq(devmm_info_json(&json), DEVMM_OK);
+  ck_assert_ptr_nonnull(strstr(json, "also enumerated by plugin 'cpu'"));
+  devmm_string_free(json);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* The host prefixes "<kind>: " to a factory's message unless it already starts with it. */
+START_TEST(plugin_factory_message_prefixed_once) {
+  isolate();
+  const char *cfgpath = config_with("factorynamed", "[device cpu]\nresource = factorynamed.heap\n");
+  ck_assert_int_eq(devmm_init(cfgpath), DEVMM_OK);
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  ck_assert_str_eq(d.error, "factorynamed.heap: simulated factory failure");
+  unlink(cfgpath);
+}
+END_TEST
+
+/* shutdown runs once, at exit: not at devmm_shutdown, not once per devmm_init. */
+START_TEST(plugin_shutdown_called_once_at_exit) {
+  isolate();
+  char rec[TESTRES_PATH_MAX];
+  close(testres_mkstemp(rec, sizeof rec, "shutdown"));
+  char extra[TESTRES_PATH_MAX + 64];
+  snprintf(extra, sizeof extra, "[plugin shutdownrec]\nrecord = %s\n", rec);
+  char cfgpath[TESTRES_PATH_MAX];
+  snprintf(cfgpath, sizeof cfgpath, "%s", config_with("shutdownrec", extra));
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    int bad = devmm_init(cfgpath) != DEVMM_OK || !plugin_named("shutdownrec").loaded;
+    bad |= devmm_init(cfgpath) != DEVMM_OK; /* re-init: the same descriptor again */
+    devmm_shutdown();
+    struct stat sb;
+    bad |= stat(rec, &sb) != 0 || sb.st_size != 0; /* nothing yet */
+    exit(bad ? 3 : 0);                             /* atexit handlers run here */
+  }
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  ck_assert_str_eq(slurp_all(rec), "shutdown\n");
+  unlink(rec);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* A plugin written with plugin_helpers.h only: its entry, context, option and name helpers. */
+START_TEST(plugin_helpers_header) {
+  isolate();
+  const char *cfgpath = config_with("helpers", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("helpers").loaded, "%s", plugin_named("helpers").error);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, NULL, 0, &r), DEVMM_OK);
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=0,size=4096,label=-)");
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM); /* context reached */
+  ck_assert_error_contains("4097 bytes is over the size 4096");
+  ck_assert_int_eq(devmm_allocate(r, 64, 256, NULL, &p), DEVMM_OK);
+  ck_assert_uint_eq((uintptr_t)p % 256, 0);
+  devmm_deallocate(r, p, 64, 256, NULL);
+  devmm_resource_release(r);
+  devmm_option o[] = {
+      {"flag", "yes", 0}, {"size", "1KiB", 0}, {"label", "a", 0}, {"label", "b", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, o, 4, &r), DEVMM_OK);
+  /* the last label wins */
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=1,size=1024,label=b)");
+  devmm_resource_release(r);
+  devmm_option bad_bool[] = {{"flag", "maybe", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_bool, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("flag = maybe: bad boolean 'maybe'");
+  devmm_option bad_size[] = {{"size", "64 MeB", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_size, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("size = 64 MeB: ");
+  /* devmm_name_format truncates to the plugin's 48-byte buffer */
+  devmm_option long_label[] = {{"label", "abcdefghijklmnopqrstuvwxyz", 0}};
+  ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, long_label, 1, &r), DEVMM_OK);
+  ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=0,size=4096,label=abcdefghijk");
+  devmm_resource_release(r);
+  unlink(cfgpath);
 }
 END_TEST
 
@@ -972,6 +1137,29 @@ START_TEST(cpu_device_info) {
   ck_assert_ptr_null(devmm_kind_name(4));
   ck_assert_int_eq(devmm_device_get(5, &d), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_plugin_get(5, NULL), DEVMM_EINVAL);
+  /* each kind's description and options, with their help */
+  devmm_kind_status k;
+  ck_assert_int_eq(devmm_kind_get(1, &k), DEVMM_OK);
+  ck_assert_str_eq(k.name, "cpu.aligned");
+  ck_assert_str_eq(k.description, "posix_memalign with a minimum alignment");
+  ck_assert_str_eq(k.plugin, "cpu");
+  ck_assert_int_eq(k.device_type, DEVMM_DEVICE_CPU);
+  ck_assert_str_eq(k.options[0], "alignment");
+  ck_assert_ptr_null(k.options[1]);
+  ck_assert_ptr_nonnull(strstr(k.help[0], "power of two"));
+  ck_assert_int_eq(devmm_kind_get(0, &k), DEVMM_OK);
+  ck_assert_ptr_null(k.options);
+  ck_assert_int_eq(devmm_kind_get(4, &k), DEVMM_EINVAL); /* cpu's four kinds, then none */
+  ck_assert_error_contains("devmm_kind_get: no kind #4");
+  ck_assert_int_eq(devmm_kind_get(0, NULL), DEVMM_EINVAL);
+  char *json;
+  ck_assert_int_eq(devmm_info_json(&json), DEVMM_OK);
+  ck_assert_msg(strstr(json,
+                       "\"kind_info\": [{\"name\": \"cpu.malloc\", \"description\": "
+                       "\"libc malloc/free\", \"device_type\": \"cpu\", \"options\": []}") != NULL,
+                "%s", json);
+  ck_assert_ptr_nonnull(strstr(json, "{\"key\": \"populate\", \"help\": "));
+  devmm_string_free(json);
 }
 END_TEST
 
@@ -988,6 +1176,12 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_missing_absolute_path);
   tcase_add_test(tc, cpu_kinds);
   tcase_add_test(tc, cpu_device_info);
+  tcase_add_test(tc, plugin_older_smaller_structs_load);
+  tcase_add_test(tc, plugin_kinds_only);
+  tcase_add_test(tc, plugin_duplicate_device_is_reported);
+  tcase_add_test(tc, plugin_factory_message_prefixed_once);
+  tcase_add_test(tc, plugin_shutdown_called_once_at_exit);
+  tcase_add_test(tc, plugin_helpers_header);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -122,10 +122,74 @@ START_TEST(device_parse_format) {
 }
 END_TEST
 
+/* A minimal resource: allocate/deallocate only, recording the alignment its ops see. */
+static size_t seen_align[2];
+static int bare_alloc(devmm_resource *self, size_t b, size_t a, devmm_stream s, void **out) {
+  (void)self, (void)s;
+  seen_align[0] = a;
+  *out = malloc(b);
+  return DEVMM_OK;
+}
+static int bare_free(devmm_resource *self, void *p, size_t b, size_t a, devmm_stream s) {
+  (void)self, (void)b, (void)s;
+  seen_align[1] = a;
+  free(p);
+  return DEVMM_OK;
+}
+static const devmm_resource_ops bare_ops = {
+    .struct_size = sizeof bare_ops, .allocate = bare_alloc, .deallocate = bare_free};
+
+/* Alignment 0 is resolved before the op: the op sees DEVMM_DEFAULT_ALIGNMENT, on both sides. */
+START_TEST(resource_alignment_zero_never_reaches_ops) {
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create(&bare_ops, NULL, CPU, "bare", 0, &r), DEVMM_OK);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 24, 0, NULL, &p), DEVMM_OK);
+  ck_assert_uint_eq(seen_align[0], DEVMM_DEFAULT_ALIGNMENT);
+  ck_assert_int_eq(devmm_deallocate(r, p, 24, 0, NULL), DEVMM_OK);
+  ck_assert_uint_eq(seen_align[1], DEVMM_DEFAULT_ALIGNMENT);
+  ck_assert_int_eq(devmm_allocate(r, 24, 4096, NULL, &p), DEVMM_OK);
+  ck_assert_uint_eq(seen_align[0], 4096); /* an explicit alignment passes unchanged */
+  devmm_deallocate(r, p, 24, 4096, NULL);
+  ck_assert_uint_eq(seen_align[1], 4096);
+  devmm_resource_release(r);
+}
+END_TEST
+
+/* A host-accessible resource without copy/memset gets the host's; others still say ENOTSUP. */
+START_TEST(resource_host_accessible_gets_copy_and_memset) {
+  devmm_resource *h, *d;
+  ck_assert_int_eq(
+      devmm_resource_create(&bare_ops, NULL, CPU, "bare", DEVMM_RESOURCE_HOST_ACCESSIBLE, &h),
+      DEVMM_OK);
+  char *a, *b;
+  ck_assert_int_eq(devmm_allocate(h, 16, 0, NULL, (void **)&a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(h, 16, 0, NULL, (void **)&b), DEVMM_OK);
+  ck_assert_int_eq(devmm_memset(h, a, 0x5a, 16, NULL), DEVMM_OK);
+  ck_assert_int_eq(a[0], 0x5a);
+  ck_assert_int_eq(a[15], 0x5a);
+  ck_assert_int_eq(devmm_copy(h, b, a, 16, NULL), DEVMM_OK);
+  ck_assert_int_eq(memcmp(a, b, 16), 0);
+  ck_assert_int_eq(devmm_copy(h, a + 1, a, 8, NULL), DEVMM_OK); /* overlapping: memmove */
+  devmm_deallocate(h, a, 16, 0, NULL);
+  devmm_deallocate(h, b, 16, 0, NULL);
+  devmm_resource_release(h);
+  devmm_device sim = {DEVMM_DEVICE_SIM, 0};
+  ck_assert_int_eq(devmm_resource_create(&bare_ops, NULL, sim, "bare.dev", 0, &d), DEVMM_OK);
+  char x[4], y[4] = {1, 2, 3, 4};
+  ck_assert_int_eq(devmm_copy(d, x, y, 4, NULL), DEVMM_ENOTSUP);
+  ck_assert_error_contains("resource 'bare.dev' does not support copy");
+  ck_assert_int_eq(devmm_memset(d, x, 0, 4, NULL), DEVMM_ENOTSUP);
+  devmm_resource_release(d);
+}
+END_TEST
+
 Suite *resource_suite(void) {
   Suite *s = suite_create("resource");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, resource_allocate_roundtrip);
+  tcase_add_test(tc, resource_alignment_zero_never_reaches_ops);
+  tcase_add_test(tc, resource_host_accessible_gets_copy_and_memset);
   tcase_add_test(tc, resource_refcount_and_destroy);
   tcase_add_test(tc, resource_bad_input);
   tcase_add_test(tc, device_parse_format);

@@ -9,11 +9,21 @@
  *   FAULT_DUP_KINDS   two kinds with the same name
  *   FAULT_NO_DEVICES  device_count fails with a reason
  *   FAULT_NEXT_MINOR  descriptor says ABI major.(host minor + 1): one minor newer than the host
- *   FAULT_INCOMPLETE  descriptor without device_count
+ *   FAULT_INCOMPLETE  descriptor with device_count but without device_info
  *   FAULT_KIND_NAME   a kind named aaa.heap (not <plugin>.<kind>)
  *   FAULT_KIND_NO_FACTORY a kind without a factory
+ *   FAULT_OLD_KINDS   built with an older, shorter devmm_resource_kind and devmm_plugin (ABI 1.0
+ *                     as first drafted: no option_help, no options/configure): two kinds
+ *   FAULT_KINDS_ONLY  no device_count/device_info: it only adds a kind for cpu:0
+ *   FAULT_SHUTDOWN    a shutdown hook that appends "shutdown\n" to the file named by its
+ *                     [plugin shutdownrec] option record = PATH
+ *   FAULT_FACTORY_NAMED the factory fails with a message that already starts with the kind
+ *   FAULT_KIND_NULL   a NULL pointer in the kinds array
+ *   FAULT_KIND_SIZE   a kind whose struct_size is 8 (no kind is that small)
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
+
+#include <stddef.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +42,12 @@
 #define FAULT_INCOMPLETE 10
 #define FAULT_KIND_NAME 11
 #define FAULT_KIND_NO_FACTORY 12
+#define FAULT_OLD_KINDS 13
+#define FAULT_KINDS_ONLY 14
+#define FAULT_SHUTDOWN 15
+#define FAULT_FACTORY_NAMED 16
+#define FAULT_KIND_NULL 17
+#define FAULT_KIND_SIZE 18
 
 #ifndef FAULT /* Meson passes both; these defaults only serve tools that read the file alone */
 #define FAULT FAULT_NONE
@@ -61,6 +77,8 @@ create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n
   (void)o, (void)n, (void)id, (void)out;
 #if FAULT == FAULT_FACTORY
   return h->set_error(DEVMM_EDEVICE, "simulated factory failure");
+#elif FAULT == FAULT_FACTORY_NAMED
+  return h->set_error(DEVMM_EDEVICE, PLUGIN_NAME ".heap: simulated factory failure");
 #elif FAULT == FAULT_FACTORY_NULL
   (void)h;
   *out = NULL;
@@ -98,7 +116,7 @@ __attribute__((unused)) static int device_count(size_t *n) {
 #endif
 }
 
-static int device_info(size_t i, devmm_device_info *out) {
+__attribute__((unused)) static int device_info(size_t i, devmm_device_info *out) {
   (void)i;
   out->device = (devmm_device){DEVMM_DEVICE_CPU, 0};
   strcpy(out->name, "test CPU");
@@ -106,22 +124,93 @@ static int device_info(size_t i, devmm_device_info *out) {
 }
 
 __attribute__((unused)) static const char *const options[] = {"flag", "size", NULL};
+__attribute__((unused)) static const char *const options_help[] = {"a boolean shown in the name",
+                                                                   "a size (refused if bad)", NULL};
 
-static const devmm_resource_kind kinds[] = {
-#if FAULT == FAULT_KIND_NAME
-    {sizeof(devmm_resource_kind), "aaa.heap", "a kind named after another plugin", DEVMM_DEVICE_CPU,
-     NULL, create},
-#elif FAULT == FAULT_KIND_NO_FACTORY
-    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "no factory", DEVMM_DEVICE_CPU, NULL, NULL},
+#if FAULT == FAULT_OLD_KINDS
+/* What a plugin compiled against a shorter devmm_resource_kind has: ABI 1.0's first fields
+ * only, so its array of kinds has a smaller stride than the host's struct. */
+typedef struct old_kind {
+  size_t struct_size;
+  const char *name, *description;
+  int32_t device_type;
+  const char *const *options;
+  int (*create)(const devmm_host_services *, int32_t, const devmm_option *, size_t,
+                devmm_resource **);
+} old_kind;
+/* laid out as the old ABI's array would be: tests/c/test-plugins.c reads it by the new stride */
+DEVMM_PLUGIN_EXPORT const old_kind devmm_test_old_kinds[3] = {
+    {sizeof(old_kind), PLUGIN_NAME ".heap", "the first kind", DEVMM_DEVICE_CPU, options, create},
+    {sizeof(old_kind), PLUGIN_NAME ".second", "the second kind", DEVMM_DEVICE_CPU, NULL, create},
+    {sizeof(old_kind), PLUGIN_NAME ".third", "a guard: keeps an old-stride read in bounds",
+     DEVMM_DEVICE_CPU, NULL, create},
+};
+static const devmm_resource_kind *const kinds[] = {
+    (const devmm_resource_kind *)&devmm_test_old_kinds[0],
+    (const devmm_resource_kind *)&devmm_test_old_kinds[1]};
 #else
-    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "malloc for tests", DEVMM_DEVICE_CPU,
-     options, create},
+#if FAULT == FAULT_KIND_NAME
+static const devmm_resource_kind kind0 = {sizeof(devmm_resource_kind),
+                                          "aaa.heap",
+                                          "a kind named after another plugin",
+                                          DEVMM_DEVICE_CPU,
+                                          NULL,
+                                          create,
+                                          NULL};
+#elif FAULT == FAULT_KIND_SIZE
+static const devmm_resource_kind kind0 = {
+    8, PLUGIN_NAME ".heap", "too small", DEVMM_DEVICE_CPU, NULL, create, NULL};
+#elif FAULT == FAULT_KIND_NO_FACTORY
+static const devmm_resource_kind kind0 = {sizeof(devmm_resource_kind),
+                                          PLUGIN_NAME ".heap",
+                                          "no factory",
+                                          DEVMM_DEVICE_CPU,
+                                          NULL,
+                                          NULL,
+                                          NULL};
+#else
+static const devmm_resource_kind kind0 = {
+    .struct_size = sizeof(devmm_resource_kind),
+    .name = PLUGIN_NAME ".heap",
+    .description = "malloc for tests",
+    .device_type = DEVMM_DEVICE_CPU,
+    .options = options,
+    .create = create,
+    .option_help = options_help,
+};
 #endif
 #if FAULT == FAULT_DUP_KINDS
-    {sizeof(devmm_resource_kind), PLUGIN_NAME ".heap", "the same name again", DEVMM_DEVICE_CPU,
-     NULL, create},
+static const devmm_resource_kind kind1 = {sizeof(devmm_resource_kind),
+                                          PLUGIN_NAME ".heap",
+                                          "the same name again",
+                                          DEVMM_DEVICE_CPU,
+                                          NULL,
+                                          create,
+                                          NULL};
+static const devmm_resource_kind *const kinds[] = {&kind0, &kind1};
+#elif FAULT == FAULT_KIND_NULL
+static const devmm_resource_kind *const kinds[] = {&kind0, NULL};
+#else
+static const devmm_resource_kind *const kinds[] = {&kind0};
 #endif
-};
+#endif
+
+#if FAULT == FAULT_SHUTDOWN
+static char record[1024];
+static const char *const plugin_options[] = {"record", NULL};
+static int configure(const devmm_option *o, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    snprintf(record, sizeof record, "%s", o[i].value);
+  return DEVMM_OK;
+}
+static void shutdown_hook(void) {
+  FILE *f = *record ? fopen(record, "a") : NULL;
+  if (f) {
+    fputs("shutdown\n", f);
+    fclose(f);
+  }
+}
+#endif
 
 static const devmm_plugin descriptor = {
 #if FAULT == FAULT_ABI_MAJOR
@@ -137,19 +226,35 @@ static const devmm_plugin descriptor = {
     DEVMM_PLUGIN_ABI_MAJOR,
     DEVMM_PLUGIN_ABI_MINOR,
 #endif
+#if FAULT == FAULT_OLD_KINDS /* a descriptor that ends at shutdown: no options, no configure */
+    offsetof(devmm_plugin, shutdown) + sizeof(void (*)(void)),
+#else
     sizeof(devmm_plugin),
+#endif
     PLUGIN_NAME,
     "0.0.1",
     "a test plugin",
 #if FAULT == FAULT_INCOMPLETE
+    device_count,
+    NULL,
+#elif FAULT == FAULT_KINDS_ONLY
+    NULL,
     NULL,
 #else
     device_count,
-#endif
     device_info,
+#endif
     sizeof kinds / sizeof kinds[0],
     kinds,
+#if FAULT == FAULT_SHUTDOWN
+    shutdown_hook,
+    plugin_options,
+    configure,
+#else
     NULL,
+    NULL,
+    NULL,
+#endif
 };
 
 #if FAULT != FAULT_NO_ENTRY

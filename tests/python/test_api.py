@@ -431,6 +431,14 @@ def test_init_config_errors_and_plugins(tmp_path):
     assert devmm.devices()[0]["stack"] == "statistics(cpu.malloc)"
     assert {p["name"]: p["status"] for p in devmm.plugins()} == {"cpu": "loaded",
                                                                  "nosuch": "failed"}
+    # each kind with its description and options (devmm-info shows the same)
+    cpu = devmm.plugins()[0]
+    kinds = {k["name"]: k for k in cpu["kind_info"]}
+    assert list(kinds) == cpu["kinds"] == ["cpu.malloc", "cpu.aligned", "cpu.mmap", "cpu.shm"]
+    assert kinds["cpu.malloc"]["description"] == "libc malloc/free"
+    assert kinds["cpu.malloc"]["options"] == []
+    assert [o["key"] for o in kinds["cpu.aligned"]["options"]] == ["alignment"]
+    assert "power of two" in kinds["cpu.aligned"]["options"][0]["help"]
 
 
 def _fault_plugin(name: str) -> str:
@@ -567,10 +575,12 @@ def test_callback_resource_sees_the_callers_alignment_and_stream():
         free(p, n, a, s)
 
     r = devmm.CallbackMemoryResource(alloc, recording_free, name="cb")
+    default = devmm._lib.CONSTANTS["DEVMM_DEFAULT_ALIGNMENT"]
+    assert default == 16
     p = r.allocate(32)
-    assert keep[p][1:] == (0, None)  # the default alignment is the resource's own: 0
+    assert keep[p][1:] == (default, None)  # ops never see 0: the host's default (ADR 25)
     r.deallocate(p, 32)
-    assert freed == [(32, 0, None)]
+    assert freed == [(32, default, None)]
     p = r.allocate(32, alignment=16)
     assert keep[p][1] == 16
     r.deallocate(p, 32, alignment=16)
@@ -687,3 +697,28 @@ def test_unhashable_dtype_like_and_negative_base_alignment():
     assert devmm.empty(3, Unhashable()).dtype == "uint16"
     with pytest.raises(ValueError, match="alignments must be positive powers of two"):
         devmm.Aligned(devmm.RowMajor(), 64, -1)
+
+
+def test_host_accessible_plugin_resource_without_copy_or_memset(tmp_path):
+    """faulty.heap has only allocate/deallocate: the host's memset and memmove serve zeros() and
+    copy() because it is flagged HOST_ACCESSIBLE (before ADR 25 both failed with ENOTSUP)."""
+    dirs = [os.environ.get("DEVMM_TEST_PLUGINS", "")] + [
+        os.path.join(d, "..", "tests", "plugins")
+        for d in os.environ.get("DEVMM_PLUGIN_PATH", "").split(":") if d]
+    faults = next((os.path.realpath(d) for d in dirs
+                   if d and os.path.exists(os.path.join(d, "devmm-faulty.so"))), None)
+    if faults is None:
+        pytest.skip("no devmm-faulty.so: run inside the build tree (meson test / meson devenv)")
+    ini = tmp_path / "devmm.ini"
+    ini.write_text(f"[devmm]\nplugins = cpu, faulty\nplugin_path = {faults}\n")
+    devmm.init(str(ini))
+    try:
+        r = devmm.mrs.create_resource("faulty.heap")
+        t = devmm.zeros((4,), "int32", resource=r)
+        assert bytes((ctypes.c_char * 16).from_address(t.data_ptr)) == bytes(16)
+        ctypes.memmove(t.data_ptr, (ctypes.c_int32 * 4)(1, 2, 3, 4), 16)
+        u = t.copy()
+        assert bytes((ctypes.c_char * 16).from_address(u.data_ptr)) == \
+            bytes((ctypes.c_int32 * 4)(1, 2, 3, 4))
+    finally:
+        devmm.init(None)

@@ -1,0 +1,111 @@
+/* devmm — optional helpers for plugin authors (ADR 25). Header-only: every helper is static
+ * inline, so a plugin still links nothing. Include it in the one source file that defines the
+ * entry (a plugin of several files passes devmm_plugin_host on itself).
+ *
+ *   #include <devmm/plugin_helpers.h>
+ *   static const devmm_plugin descriptor = {...};
+ *   DEVMM_PLUGIN_DEFINE(descriptor)
+ *
+ *   static int heap_create(const devmm_host_services *h, int32_t id, const devmm_option *o,
+ *                          size_t n, devmm_resource **out) {
+ *     size_t size = 1 << 20;
+ *     if (devmm_option_size(h, o, n, "size", 0, &size)) return DEVMM_EINVAL;
+ *     ...
+ *   }
+ *   ... devmm_plugin_context(self) in an op instead of a global host pointer ...
+ */
+#ifndef DEVMM_PLUGIN_HELPERS_H
+#define DEVMM_PLUGIN_HELPERS_H
+
+#include "plugin.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The host's services table, stored by DEVMM_PLUGIN_DEFINE's entry (NULL before it ran). */
+__attribute__((unused)) static const devmm_host_services *devmm_plugin_host;
+
+/* The smallest host table the helpers accept: ABI 1.0's, up to last_error. */
+#define DEVMM_PLUGIN_HOST_MIN_SIZE                                                                 \
+  (offsetof(devmm_host_services, last_error) + sizeof(const char *(*)(void)))
+
+/* Defines devmm_plugin_entry: refuses a host of another ABI major (with a message) or a table
+ * smaller than ABI 1.0's, stores the table in devmm_plugin_host and returns &descriptor. */
+#define DEVMM_PLUGIN_DEFINE(descriptor)                                                            \
+  DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint32_t minor,       \
+                                                             const devmm_host_services *h) {       \
+    (void)minor;                                                                                   \
+    if (!h || h->struct_size < DEVMM_PLUGIN_HOST_MIN_SIZE)                                         \
+      return NULL;                                                                                 \
+    if (major != DEVMM_PLUGIN_ABI_MAJOR) {                                                         \
+      h->set_error(DEVMM_EPLUGIN, "%s: built for plugin ABI %d.x, the host speaks %u.x",           \
+                   (descriptor).name, DEVMM_PLUGIN_ABI_MAJOR, (unsigned)major);                    \
+      return NULL;                                                                                 \
+    }                                                                                              \
+    devmm_plugin_host = h;                                                                         \
+    return &(descriptor);                                                                          \
+  }
+
+/* The context a resource was created with (host->resource_context), for ops. */
+static inline void *devmm_plugin_context(const devmm_resource *self) {
+  return devmm_plugin_host->resource_context(self);
+}
+
+/* The value of `key` among options (the last one if repeated), or NULL. */
+static inline const char *devmm_option_get(const devmm_option *options, size_t n, const char *key) {
+  const char *value = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(options[i].key, key) == 0)
+      value = options[i].value;
+  return value;
+}
+
+/* Parses option `key` as a size (host->parse_size, "%" of total_bytes) into *out; leaves *out
+ * alone when the key is absent. DEVMM_EINVAL with the host's message on a bad value. */
+static inline int devmm_option_size(const devmm_host_services *h, const devmm_option *options,
+                                    size_t n, const char *key, size_t total_bytes, size_t *out) {
+  const char *v = devmm_option_get(options, n, key);
+  if (!v)
+    return DEVMM_OK;
+  size_t parsed;
+  if (h->parse_size(v, total_bytes, &parsed) != DEVMM_OK)
+    return h->set_error(DEVMM_EINVAL, "%s = %s: %s", key, v, h->last_error());
+  *out = parsed;
+  return DEVMM_OK;
+}
+
+/* Parses option `key` as a boolean (host->parse_bool) into *out; *out unchanged if absent. */
+static inline int devmm_option_bool(const devmm_host_services *h, const devmm_option *options,
+                                    size_t n, const char *key, int *out) {
+  const char *v = devmm_option_get(options, n, key);
+  if (!v)
+    return DEVMM_OK;
+  int parsed;
+  if (h->parse_bool(v, &parsed) != DEVMM_OK)
+    return h->set_error(DEVMM_EINVAL, "%s = %s: %s", key, v, h->last_error());
+  *out = parsed;
+  return DEVMM_OK;
+}
+
+/* Formats a resource name ("example.arena(64MiB)") into buf, truncating; returns buf. */
+static inline const char *devmm_name_format(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline const char *devmm_name_format(char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (cap)
+    vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
