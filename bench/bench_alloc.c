@@ -279,8 +279,8 @@ int main(int argc, char **argv) {
    * time), its ratio to raw malloc at the same thread count, and its throughput scaling (2T/1T)
    * beside malloc's own scaling measured here, in this run. */
   printf("\nscaling, 1 KiB pairs: ns per pair per thread (ratio to raw malloc), throughput "
-         "2T/1T (best of 7 interleaved rounds x %ld)\n",
-         iters);
+         "2T/1T (best of 15 interleaved rounds, each run as long as %ld raw pairs)\n",
+         iters / 4);
   struct {
     const char *name;
     devmm_resource *r;
@@ -296,15 +296,21 @@ int main(int argc, char **argv) {
       {"limiting", lim, 1e30, 1e30, 0, 0},
       {"tracking", track, 1e30, 1e30, 0, 0},
   };
-  enum { NSC = sizeof sc / sizeof sc[0], ROUNDS = 7 };
-  /* rounds interleave the rows, so that a busy moment of a shared machine hits all of them; the
-   * best of the rounds is kept (load only ever slows a run down) */
-  for (int round = 0; round < ROUNDS; round++)
+  enum { NSC = sizeof sc / sizeof sc[0], ROUNDS = 15 };
+  /* short runs of about the same length for every row (raw malloc's: iters / 4 pairs), in rounds
+   * that interleave the rows, so that a busy moment of a shared machine hits all of them alike;
+   * the best of the rounds is kept (load only ever slows a run down); round 0 calibrates */
+  long n[NSC];
+  for (int round = 0; round <= ROUNDS; round++)
     for (int c = 0; c < NSC; c++) {
-      double tp, ns = once(sc[c].r, 1024, 1, iters, &tp);
+      if (round == 0)
+        n[c] = iters / 40;
+      else if (round == 1)
+        n[c] = (long)((double)(iters / 4) * sc[0].ns1 / sc[c].ns1) + 1000;
+      double tp, ns = once(sc[c].r, 1024, 1, n[c], &tp);
       if (ns < sc[c].ns1)
         sc[c].ns1 = ns, sc[c].tp1 = tp;
-      ns = once(sc[c].r, 1024, 2, iters, &tp);
+      ns = once(sc[c].r, 1024, 2, n[c], &tp);
       if (ns < sc[c].ns2)
         sc[c].ns2 = ns, sc[c].tp2 = tp;
     }
@@ -314,16 +320,23 @@ int main(int argc, char **argv) {
            "malloc's)\n",
            sc[c].name, sc[c].ns1, sc[c].ns1 / sc[0].ns1, sc[c].ns2, sc[c].ns2 / sc[0].ns2,
            sc[c].tp2 / sc[c].tp1, sc[c].tp2 / sc[c].tp1 / raw_scaling);
+  if (raw_scaling < 1.3)
+    printf("  (raw malloc scaled only %.2fx with 2 threads: the machine is busy, and scaling "
+           "figures compared with it mean little)\n",
+           raw_scaling);
   double plain_1k = sc[2].ns1 / sc[0].ns1, floor_1k = sc[1].ns1 / sc[0].ns1;
   double full_rel = sc[3].tp2 / sc[3].tp1 / raw_scaling;
   double sharded_rel = sc[4].tp2 / sc[4].tp1 / raw_scaling;
 
-  printf("\ntargets (worst ratio over all sizes):\n");
+  double meta = 0, bt = 0;
   if (every_row) {
-    double meta = tracking_bytes_per_allocation(plain);
-    double bt = buffer_tensor_bytes(plain);
-    printf("metadata: tracking %.1f bytes per live allocation; Buffer + 2-d Tensor %.1f bytes\n",
+    meta = tracking_bytes_per_allocation(plain);
+    bt = buffer_tensor_bytes(plain);
+    printf("\nmetadata: tracking %.1f bytes per live allocation; Buffer + 2-d Tensor %.1f bytes\n",
            meta, bt);
+  }
+  printf("\ntargets (worst ratio over all sizes; the 1 KiB scaling rows):\n");
+  if (every_row) {
 
     for (int c = 0; c < NCFG; c++)
       if (cfg[c].target > 0)
