@@ -531,6 +531,23 @@ int devmm_tracking_outstanding(devmm_resource *r, size_t *count, size_t *bytes) 
   return DEVMM_OK;
 }
 
+/* The allocations of one stripe in address order: recursion on the left child only (the treap's
+ * depth is O(log n) expected). */
+static int walk_tree(const tracking *tr, node *t, int (*fn)(const devmm_allocation_info *, void *),
+                     void *user) {
+  while (t) {
+    int rc = walk_tree(tr, t->l, fn, user);
+    if (rc)
+      return rc;
+    devmm_allocation_info info;
+    fill_info(tr, t, &info);
+    if ((rc = fn(&info, user)) != 0)
+      return rc;
+    t = t->r;
+  }
+  return 0;
+}
+
 /* Every live allocation in address order, merging the shards' in-order walks (the next node of
  * a shard is found by a descent, so nothing is allocated and no recursion is needed); the caller
  * holds every stripe. */
@@ -719,12 +736,17 @@ int devmm_tracking_history(devmm_resource *r, devmm_tracking_event *out, size_t 
 
 int devmm__is_tracking(const devmm_resource *r) { return r && r->kind == &tracking_ops; }
 
+/* Larger first; of equal sizes the lower address (the order does not depend on the walk's). */
+static int ranks_before(const devmm_allocation_info *a, const devmm_allocation_info *b) {
+  return a->bytes > b->bytes || (a->bytes == b->bytes && (uintptr_t)a->ptr < (uintptr_t)b->ptr);
+}
+
 static int keep_largest(const devmm_allocation_info *i, void *user) {
   infos *c = user;
-  if (c->n == c->cap && i->bytes <= c->v[c->n - 1].bytes)
+  if (c->n == c->cap && !ranks_before(i, &c->v[c->n - 1]))
     return 0;
   size_t k = c->n < c->cap ? c->n++ : c->cap - 1;
-  while (k > 0 && c->v[k - 1].bytes < i->bytes) {
+  while (k > 0 && ranks_before(i, &c->v[k - 1])) {
     c->v[k] = c->v[k - 1];
     k--;
   }
@@ -739,7 +761,8 @@ size_t devmm__tracking_largest(devmm_resource *r, devmm_allocation_info *out, si
   lock_all(tr);
   totals(tr, count, bytes);
   if (n)
-    walk(tr, keep_largest, &c);
+    for (unsigned i = 0; i < NSHARDS; i++) /* no merge needed: ties are ranked by address */
+      walk_tree(tr, tr->shards[i].root, keep_largest, &c);
   unlock_all(tr);
   return c.n;
 }
