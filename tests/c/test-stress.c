@@ -4,6 +4,7 @@
  * and limiting at its limit from several threads. */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -296,7 +297,8 @@ static const devmm_resource_ops peak_ops = {
 
 #define LIM_THREADS 4
 #define LIM_LIMIT (512 * 1024) /* a credit chunk of 1 KiB: half the requests fit one */
-#define LIM_SLOTS 256
+#define LIM_SLOTS 1024 /* half full: ~512 KiB, so even one thread alone (valgrind) hits the limit  \
+                        */
 #define LIM_ROUNDS 200000
 
 typedef struct {
@@ -390,7 +392,7 @@ END_TEST
 typedef struct {
   devmm_resource *lim;
   atomic_int *stop;
-  long tries;
+  atomic_long tries;
 } huge_worker;
 
 static void *huge_work(void *arg) {
@@ -399,7 +401,7 @@ static void *huge_work(void *arg) {
     void *p;
     if (devmm_allocate(w->lim, SIZE_MAX, 0, NULL, &p) == DEVMM_OK)
       abort();
-    w->tries++;
+    atomic_fetch_add_explicit(&w->tries, 1, memory_order_relaxed);
   }
   return NULL;
 }
@@ -414,8 +416,10 @@ START_TEST(stress_limiting_huge_request_makes_no_room) {
   huge_worker w = {lim, &stop, 0};
   pthread_t t;
   pthread_create(&t, NULL, huge_work, &w);
+  while (atomic_load(&w.tries) < 100) /* it runs (under valgrind threads take turns) */
+    sched_yield();
   long over = 0;
-  for (int i = 0; i < 300000; i++)
+  for (int i = 0; i < 300000 || atomic_load(&w.tries) < 1000; i++)
     if (devmm_allocate(lim, 901, 0, NULL, &p) == DEVMM_OK) {
       over++;
       devmm_deallocate(lim, p, 901, 0, NULL);
