@@ -315,11 +315,17 @@ int main(int argc, char **argv) {
         sc[c].ns2 = ns, sc[c].tp2 = tp;
     }
   double raw_scaling = sc[0].tp2 / sc[0].tp1;
-  for (int c = 0; c < NSC; c++)
+  for (int c = 0; c < NSC; c++) {
+    double r1 = sc[c].ns1 / sc[0].ns1, rel = sc[c].tp2 / sc[c].tp1 / raw_scaling;
     printf("  %-32s 1T %6.1f ns (%5.2fx)  2T %6.1f ns (%5.2fx)  scaling %.2fx (%.2f of "
-           "malloc's)\n",
-           sc[c].name, sc[c].ns1, sc[c].ns1 / sc[0].ns1, sc[c].ns2, sc[c].ns2 / sc[0].ns2,
-           sc[c].tp2 / sc[c].tp1, sc[c].tp2 / sc[c].tp1 / raw_scaling);
+           "malloc's)",
+           sc[c].name, sc[c].ns1, r1, sc[c].ns2, sc[c].ns2 / sc[0].ns2, sc[c].tp2 / sc[c].tp1, rel);
+    if (sc[c].r == plain) /* the rows with a target say how they did, here and below */
+      printf("  1T <= 1.30x: %s", r1 <= 1.3 ? "PASS" : "FAIL");
+    else if (sc[c].r == ini_full || sc[c].r == ini_sharded)
+      printf("  scaling >= 0.80 of malloc's: %s", rel >= 0.8 ? "PASS" : "FAIL");
+    printf("\n");
+  }
   if (raw_scaling < 1.3)
     printf("  (raw malloc scaled only %.2fx with 2 threads: the machine is busy, and scaling "
            "figures compared with it mean little)\n",
