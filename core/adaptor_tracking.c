@@ -1,10 +1,20 @@
 /* Tracking adaptor: every live allocation in an address-ordered treap, so any pointer inside an
  * allocation finds it, and an outstanding-allocations report.
  *
+ * The treap is sharded by address (ADR 29): NSHARDS cache-line shards, each a treap, a node
+ * slab and its counts under a spinlock of its own; an allocation's shard is a hash of its start
+ * address, so allocate and free of one allocation take the same stripe from any thread, and
+ * threads working on different addresses rarely meet. A lookup asks every shard for the last
+ * allocation starting at or below the address (the one containing it, if any, is in one of
+ * them); whole-table reads (outstanding, foreach, report, out-of-memory figures) take every
+ * stripe in index order and merge the shards in address order.
+ *
  * Nodes come from 4 KiB slabs with a free list, 48 bytes each and no per-node malloc header:
  * that is the whole per-allocation metadata unless options are on (backtraces, history, a
- * context hook: then an 80-byte node with thread, time, tag and the frames). One mutex guards
- * the tree and the history ring; lookups are O(log n) expected. */
+ * context hook: then an 80-byte node with thread, time, tag and the frames). The history ring
+ * has a mutex of its own, taken inside a shard's (an event is recorded while its allocation's
+ * stripe is held, so its free always follows its allocation); lookups are O(log n) expected
+ * per shard. */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -39,21 +49,47 @@ typedef struct {
 } node_ext;
 
 #define SLAB_BYTES 4096
+#define SHARD_BITS 6
+#define NSHARDS (1u << SHARD_BITS)
 
+/* One stripe: a treap, its node slabs and its counts, on cache lines of its own. */
 typedef struct {
-  pthread_mutex_t lock;
+  _Alignas(DEVMM__CACHELINE) devmm__spinlock lock;
   node *root;
   void *free_list;
   void *slabs; /* singly linked through the first word of each slab */
-  size_t node_size;
   size_t count, bytes;
   uint32_t seed;
+} shard;
+
+typedef struct {
+  shard shards[NSHARDS];
+  size_t node_size;
   int backtraces, ext;
   devmm_tracking_options opt;
+  _Alignas(DEVMM__CACHELINE) pthread_mutex_t ring_lock; /* inside a stripe, never around one */
   devmm_tracking_event *ring; /* history: cap events, the oldest at head */
   size_t ring_cap, ring_head, ring_n;
   uint64_t dropped;
 } tracking;
+
+/* The stripe of an allocation starting at p: Fibonacci hashing of the address above its
+ * 16-byte granule, so neighbouring allocations (one thread's run from its arena, or a pool's
+ * consecutive blocks handed to several threads) spread over every stripe. */
+static inline shard *shard_of(tracking *tr, uintptr_t p) {
+  uint64_t h = (uint64_t)(p >> 4) * 0x9e3779b97f4a7c15ull;
+  return &tr->shards[h >> (64 - SHARD_BITS)];
+}
+
+static void lock_all(tracking *tr) {
+  for (unsigned i = 0; i < NSHARDS; i++)
+    devmm__spin_lock(&tr->shards[i].lock);
+}
+
+static void unlock_all(tracking *tr) {
+  for (unsigned i = NSHARDS; i-- > 0;)
+    devmm__spin_unlock(&tr->shards[i].lock);
+}
 
 /* ------------------------------------------------------------------ treap */
 
@@ -83,6 +119,16 @@ static void split(node *t, uintptr_t k, node **a, node **b) {
   }
 }
 
+/* Inserts n (l, r and prio unset except prio): descends while the nodes outrank n, then splits
+ * the subtree there, so only the nodes below n's place are written (expected O(1) of them),
+ * not the whole path as a split at the root would. */
+static void insert(node **t, node *n) {
+  while (*t && (*t)->prio > n->prio)
+    t = n->ptr < (*t)->ptr ? &(*t)->l : &(*t)->r;
+  split(*t, n->ptr, &n->l, &n->r);
+  *t = n;
+}
+
 static node *erase(node **t, uintptr_t k) {
   while (*t && (*t)->ptr != k)
     t = k < (*t)->ptr ? &(*t)->l : &(*t)->r;
@@ -105,31 +151,52 @@ static node *floor_node(node *t, uintptr_t k) {
   return best;
 }
 
+/* The first node with a key > k, or NULL. */
+static node *successor(node *t, uintptr_t k) {
+  node *best = NULL;
+  while (t) {
+    if (t->ptr > k) {
+      best = t;
+      t = t->l;
+    } else {
+      t = t->r;
+    }
+  }
+  return best;
+}
+
+static node *first(node *t) {
+  if (t)
+    while (t->l)
+      t = t->l;
+  return t;
+}
+
 /* ------------------------------------------------------------------ node slabs */
 
-static node *node_get(tracking *tr) {
-  if (!tr->free_list) {
+static node *node_get(shard *s, size_t node_size) {
+  if (!s->free_list) {
     char *slab = malloc(SLAB_BYTES);
     if (!slab)
       return NULL;
-    *(void **)slab = tr->slabs;
-    tr->slabs = slab;
-    size_t first = (sizeof(void *) + 15) & ~(size_t)15;
-    for (size_t off = first; off + tr->node_size <= SLAB_BYTES; off += tr->node_size) {
-      *(void **)(slab + off) = tr->free_list;
-      tr->free_list = slab + off;
+    *(void **)slab = s->slabs;
+    s->slabs = slab;
+    size_t off0 = (sizeof(void *) + 15) & ~(size_t)15;
+    for (size_t off = off0; off + node_size <= SLAB_BYTES; off += node_size) {
+      *(void **)(slab + off) = s->free_list;
+      s->free_list = slab + off;
     }
   }
-  node *n = tr->free_list;
-  tr->free_list = *(void **)n;
+  node *n = s->free_list;
+  s->free_list = *(void **)n;
   return n;
 }
 
-static void node_put(tracking *tr, node *n) {
+static void node_put(const tracking *tr, shard *s, node *n) {
   if (tr->ext)
     free(((node_ext *)n)->bt);
-  *(void **)n = tr->free_list;
-  tr->free_list = n;
+  *(void **)n = s->free_list;
+  s->free_list = n;
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -182,8 +249,11 @@ static frames *capture_frames(void) {
 
 /* ------------------------------------------------------------------ history */
 
+/* Appends an event; the caller holds the allocation's stripe (so a free's event always follows
+ * its allocation's), this takes the ring's own lock. */
 static void record(tracking *tr, uint32_t action, const node *n, uint64_t t_ns, uint64_t tid) {
   devmm_tracking_event *e;
+  pthread_mutex_lock(&tr->ring_lock);
   if (tr->ring_n < tr->ring_cap) {
     e = &tr->ring[(tr->ring_head + tr->ring_n++) % tr->ring_cap];
   } else {
@@ -199,6 +269,7 @@ static void record(tracking *tr, uint32_t action, const node *n, uint64_t t_ns, 
   e->tag = ((const node_ext *)n)->tag;
   e->action = action;
   e->reserved_ = 0;
+  pthread_mutex_unlock(&tr->ring_lock);
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -219,10 +290,12 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
       tag = tr->opt.context_capture(tr->opt.context_user, bytes);
     t_ns = devmm__now_ns();
   }
-  pthread_mutex_lock(&tr->lock);
-  node *n = node_get(tr);
+  uintptr_t p = (uintptr_t)*out;
+  shard *s = shard_of(tr, p);
+  devmm__spin_lock(&s->lock);
+  node *n = node_get(s, tr->node_size);
   if (DEVMM__UNLIKELY(!n)) {
-    pthread_mutex_unlock(&tr->lock);
+    devmm__spin_unlock(&s->lock);
     free(bt);
     up->ops.deallocate(up, *out, bytes, align, stream);
     *out = NULL;
@@ -231,13 +304,12 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
                            "tracking data",
                            self->name);
   }
-  n->ptr = (uintptr_t)*out;
+  n->ptr = p;
   n->bytes = bytes;
   n->stream = stream;
   n->align_log2 = (uint8_t)(align ? __builtin_ctzl(align) : 0);
-  tr->seed = tr->seed * 1664525u + 1013904223u; /* LCG: priorities need not be strong */
-  n->prio = tr->seed;
-  n->l = n->r = NULL;
+  s->seed = s->seed * 1664525u + 1013904223u; /* LCG: priorities need not be strong */
+  n->prio = s->seed;
   if (tr->ext) {
     node_ext *x = (node_ext *)n;
     x->bt = bt;
@@ -247,12 +319,10 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
     if (tr->ring_cap)
       record(tr, DEVMM_LOG_ALLOCATE, n, t_ns, x->tid);
   }
-  node *a, *b;
-  split(tr->root, n->ptr, &a, &b);
-  tr->root = merge(merge(a, n), b);
-  tr->count++;
-  tr->bytes += bytes;
-  pthread_mutex_unlock(&tr->lock);
+  insert(&s->root, n);
+  s->count++;
+  s->bytes += bytes;
+  devmm__spin_unlock(&s->lock);
   return DEVMM_OK;
 }
 
@@ -260,10 +330,11 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
                          devmm_stream stream) {
   tracking *tr = self->ctx;
   uint64_t t_ns = tr->ring_cap ? devmm__now_ns() : 0;
-  pthread_mutex_lock(&tr->lock);
-  node *n = erase(&tr->root, (uintptr_t)ptr);
+  shard *s = shard_of(tr, (uintptr_t)ptr);
+  devmm__spin_lock(&s->lock);
+  node *n = erase(&s->root, (uintptr_t)ptr);
   if (DEVMM__UNLIKELY(!n)) {
-    pthread_mutex_unlock(&tr->lock);
+    devmm__spin_unlock(&s->lock);
     return devmm_set_error(DEVMM_EINVAL,
                            "tracking adaptor '%s': %p is not a live "
                            "allocation of this resource (double free or "
@@ -272,10 +343,8 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
   }
   if (DEVMM__UNLIKELY(n->bytes != bytes)) {
     size_t was = n->bytes;
-    node *a, *b;
-    split(tr->root, n->ptr, &a, &b);
-    tr->root = merge(merge(a, n), b);
-    pthread_mutex_unlock(&tr->lock);
+    insert(&s->root, n);
+    devmm__spin_unlock(&s->lock);
     return devmm_set_error(DEVMM_EINVAL,
                            "tracking adaptor '%s': %p was allocated with %zu "
                            "bytes but freed with %zu; not freed",
@@ -283,10 +352,10 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
   }
   if (tr->ring_cap)
     record(tr, DEVMM_LOG_FREE, n, t_ns, devmm__thread_id());
-  tr->count--;
-  tr->bytes -= n->bytes;
-  node_put(tr, n);
-  pthread_mutex_unlock(&tr->lock);
+  s->count--;
+  s->bytes -= n->bytes;
+  node_put(tr, s, n);
+  devmm__spin_unlock(&s->lock);
   devmm_resource *up = self->upstream;
   return up->ops.deallocate(up, ptr, bytes, align, stream);
 }
@@ -300,30 +369,33 @@ static void free_frames(node *t) {
 
 static void tr_destroy(devmm_resource *self) {
   tracking *tr = self->ctx;
-  if (tr->ext)
-    free_frames(tr->root); /* allocations never freed */
   if (tr->opt.context_release && devmm__callbacks_enabled())
     tr->opt.context_release(tr->opt.context_user);
   free(tr->ring);
-  while (tr->slabs) {
-    void *next = *(void **)tr->slabs;
-    free(tr->slabs);
-    tr->slabs = next;
+  for (unsigned i = 0; i < NSHARDS; i++) {
+    shard *s = &tr->shards[i];
+    if (tr->ext)
+      free_frames(s->root); /* allocations never freed */
+    while (s->slabs) {
+      void *next = *(void **)s->slabs;
+      free(s->slabs);
+      s->slabs = next;
+    }
   }
-  pthread_mutex_destroy(&tr->lock);
+  pthread_mutex_destroy(&tr->ring_lock);
   free(tr);
 }
 
 static const devmm_resource_ops tracking_ops = {
-    sizeof(devmm_resource_ops),
-    tr_allocate,
-    tr_deallocate,
-    devmm__forward_mem_info,
-    devmm__forward_copy,
-    devmm__forward_memset,
-    devmm__forward_stream_wait,
-    devmm__forward_synchronize,
-    tr_destroy,
+    .struct_size = sizeof(devmm_resource_ops),
+    .allocate = tr_allocate,
+    .deallocate = tr_deallocate,
+    .mem_info = devmm__forward_mem_info,
+    .copy = devmm__forward_copy,
+    .memset = devmm__forward_memset,
+    .stream_wait = devmm__forward_stream_wait,
+    .synchronize = devmm__forward_synchronize,
+    .destroy = tr_destroy,
 };
 
 int devmm_tracking_adaptor_create_ex(devmm_resource *upstream, const devmm_tracking_options *o,
@@ -348,7 +420,7 @@ int devmm_tracking_adaptor_create_ex(devmm_resource *upstream, const devmm_track
       return devmm_set_error(DEVMM_EINVAL, "tracking adaptor: a context describe or release "
                                            "hook without a capture hook");
   }
-  tracking *tr = calloc(1, sizeof *tr);
+  tracking *tr = aligned_alloc(DEVMM__CACHELINE, sizeof *tr);
   devmm_tracking_event *ring = opt.history ? calloc(opt.history, sizeof *ring) : NULL;
   if (!tr || (opt.history && !ring)) {
     free(tr);
@@ -356,21 +428,25 @@ int devmm_tracking_adaptor_create_ex(devmm_resource *upstream, const devmm_track
     return devmm_set_error(
         DEVMM_ENOMEM, "tracking adaptor: out of host memory (history of %zu events)", opt.history);
   }
-  pthread_mutex_init(&tr->lock, NULL);
+  memset(tr, 0, sizeof *tr);
+  for (unsigned i = 0; i < NSHARDS; i++) {
+    atomic_init(&tr->shards[i].lock.held, 0);
+    tr->shards[i].seed = 0x9e3779b9u + i;
+  }
+  pthread_mutex_init(&tr->ring_lock, NULL);
   tr->opt = opt;
   tr->ring = ring;
   tr->ring_cap = opt.history;
   tr->backtraces = opt.backtraces != 0;
   tr->ext = tr->backtraces || opt.history || opt.context_capture;
   tr->node_size = tr->ext ? sizeof(node_ext) : sizeof(node);
-  tr->seed = 0x9e3779b9u;
   if (tr->backtraces) {
     void *warm[1];
     backtrace(warm, 1); /* loads libgcc_s now, not inside the first allocation */
   }
   int rc = devmm__adaptor_create(&tracking_ops, tr, upstream, "tracking", out);
   if (rc) {
-    pthread_mutex_destroy(&tr->lock);
+    pthread_mutex_destroy(&tr->ring_lock);
     free(ring);
     free(tr);
   }
@@ -401,6 +477,10 @@ static void fill_info(const tracking *tr, const node *n, devmm_allocation_info *
   }
 }
 
+/* Any allocation containing addr starts at or below it, in one of the shards: the last one at or
+ * below addr in each shard is the only candidate there (live allocations do not overlap). The
+ * shard of addr itself comes first (a pointer near its allocation's start is usually there); the
+ * stripes are taken one at a time, so an allocation live throughout the call is found. */
 int devmm_tracking_lookup(devmm_resource *r, const void *addr, devmm_allocation_info *out) {
   int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
   if (rc)
@@ -408,12 +488,17 @@ int devmm_tracking_lookup(devmm_resource *r, const void *addr, devmm_allocation_
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tracking_lookup: out is NULL");
   tracking *tr = r->ctx;
-  pthread_mutex_lock(&tr->lock);
-  node *n = floor_node(tr->root, (uintptr_t)addr);
-  int found = n && (uintptr_t)addr - n->ptr < (n->bytes ? n->bytes : 1);
-  if (found)
-    fill_info(tr, n, out);
-  pthread_mutex_unlock(&tr->lock);
+  unsigned home = (unsigned)(shard_of(tr, (uintptr_t)addr) - tr->shards);
+  int found = 0;
+  for (unsigned k = 0; k < NSHARDS && !found; k++) {
+    shard *s = &tr->shards[(home + k) % NSHARDS];
+    devmm__spin_lock(&s->lock);
+    node *n = floor_node(s->root, (uintptr_t)addr);
+    found = n && (uintptr_t)addr - n->ptr < (n->bytes ? n->bytes : 1);
+    if (found)
+      fill_info(tr, n, out);
+    devmm__spin_unlock(&s->lock);
+  }
   return found ? DEVMM_OK
                : devmm_set_error(DEVMM_ENOENT,
                                  "tracking adaptor '%s': %p is not inside a "
@@ -421,25 +506,37 @@ int devmm_tracking_lookup(devmm_resource *r, const void *addr, devmm_allocation_
                                  r->name, addr);
 }
 
+/* Totals of every shard; the caller holds every stripe. */
+static void totals(const tracking *tr, size_t *count, size_t *bytes) {
+  size_t c = 0, b = 0;
+  for (unsigned i = 0; i < NSHARDS; i++)
+    c += tr->shards[i].count, b += tr->shards[i].bytes;
+  *count = c;
+  *bytes = b;
+}
+
 int devmm_tracking_outstanding(devmm_resource *r, size_t *count, size_t *bytes) {
   int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
   if (rc)
     return rc;
   tracking *tr = r->ctx;
-  pthread_mutex_lock(&tr->lock);
+  size_t c, b;
+  lock_all(tr);
+  totals(tr, &c, &b);
+  unlock_all(tr);
   if (count)
-    *count = tr->count;
+    *count = c;
   if (bytes)
-    *bytes = tr->bytes;
-  pthread_mutex_unlock(&tr->lock);
+    *bytes = b;
   return DEVMM_OK;
 }
 
-/* In-order walk: recursion on the left child only; the treap's depth is O(log n) expected. */
-static int walk(const tracking *tr, node *t, int (*fn)(const devmm_allocation_info *, void *),
-                void *user) {
+/* The allocations of one stripe in address order: recursion on the left child only (the treap's
+ * depth is O(log n) expected). */
+static int walk_tree(const tracking *tr, node *t, int (*fn)(const devmm_allocation_info *, void *),
+                     void *user) {
   while (t) {
-    int rc = walk(tr, t->l, fn, user);
+    int rc = walk_tree(tr, t->l, fn, user);
     if (rc)
       return rc;
     devmm_allocation_info info;
@@ -451,6 +548,29 @@ static int walk(const tracking *tr, node *t, int (*fn)(const devmm_allocation_in
   return 0;
 }
 
+/* Every live allocation in address order, merging the shards' in-order walks (the next node of
+ * a shard is found by a descent, so nothing is allocated and no recursion is needed); the caller
+ * holds every stripe. */
+static int walk(const tracking *tr, int (*fn)(const devmm_allocation_info *, void *), void *user) {
+  node *cur[NSHARDS];
+  for (unsigned i = 0; i < NSHARDS; i++)
+    cur[i] = first(tr->shards[i].root);
+  for (;;) {
+    unsigned m = NSHARDS;
+    for (unsigned i = 0; i < NSHARDS; i++)
+      if (cur[i] && (m == NSHARDS || cur[i]->ptr < cur[m]->ptr))
+        m = i;
+    if (m == NSHARDS)
+      return 0;
+    devmm_allocation_info info;
+    fill_info(tr, cur[m], &info);
+    int rc = fn(&info, user);
+    if (rc)
+      return rc;
+    cur[m] = successor(tr->shards[m].root, cur[m]->ptr);
+  }
+}
+
 int devmm_tracking_foreach(devmm_resource *r, int (*fn)(const devmm_allocation_info *, void *),
                            void *user) {
   int rc = devmm__check_kind(r, &tracking_ops, "tracking adaptor");
@@ -459,9 +579,9 @@ int devmm_tracking_foreach(devmm_resource *r, int (*fn)(const devmm_allocation_i
   if (!fn)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tracking_foreach: fn is NULL");
   tracking *tr = r->ctx;
-  pthread_mutex_lock(&tr->lock);
-  walk(tr, tr->root, fn, user);
-  pthread_mutex_unlock(&tr->lock);
+  lock_all(tr);
+  walk(tr, fn, user);
+  unlock_all(tr);
   return DEVMM_OK;
 }
 
@@ -557,17 +677,19 @@ int devmm_tracking_report(devmm_resource *r, char **out) {
   if (!f)
     return devmm_set_error(DEVMM_ENOMEM, "devmm_tracking_report: out of memory");
   tracking *tr = r->ctx;
-  pthread_mutex_lock(&tr->lock);
-  fprintf(f, "%s: %zu outstanding allocations, %zu bytes\n", r->name, tr->count, tr->bytes);
+  size_t count, bytes;
+  lock_all(tr);
+  totals(tr, &count, &bytes);
+  fprintf(f, "%s: %zu outstanding allocations, %zu bytes\n", r->name, count, bytes);
   if (!tr->opt.context_describe) {
     void *args[2] = {tr, f};
-    walk(tr, tr->root, report_locked, args);
-    pthread_mutex_unlock(&tr->lock);
+    walk(tr, report_locked, args);
+    unlock_all(tr);
   } else { /* the describe hook runs under no lock: copy first */
-    infos c = {calloc(tr->count ? tr->count : 1, sizeof *c.v), 0, tr->count};
+    infos c = {calloc(count ? count : 1, sizeof *c.v), 0, count};
     if (c.v)
-      walk(tr, tr->root, collect, &c);
-    pthread_mutex_unlock(&tr->lock);
+      walk(tr, collect, &c);
+    unlock_all(tr);
     if (!c.v) {
       fclose(f);
       free(buf);
@@ -595,7 +717,7 @@ int devmm_tracking_history(devmm_resource *r, devmm_tracking_event *out, size_t 
                            "tracking adaptor '%s' keeps no history (create it with "
                            "options.history > 0)",
                            r->name);
-  pthread_mutex_lock(&tr->lock);
+  pthread_mutex_lock(&tr->ring_lock);
   size_t k = tr->ring_n < cap ? tr->ring_n : cap;
   for (size_t i = 0; i < k; i++)
     out[i] = tr->ring[(tr->ring_head + i) % tr->ring_cap];
@@ -604,7 +726,7 @@ int devmm_tracking_history(devmm_resource *r, devmm_tracking_event *out, size_t 
     *stored = tr->ring_n;
   if (dropped)
     *dropped = tr->dropped;
-  pthread_mutex_unlock(&tr->lock);
+  pthread_mutex_unlock(&tr->ring_lock);
   if (now_ns)
     *now_ns = devmm__now_ns();
   return DEVMM_OK;
@@ -614,12 +736,17 @@ int devmm_tracking_history(devmm_resource *r, devmm_tracking_event *out, size_t 
 
 int devmm__is_tracking(const devmm_resource *r) { return r && r->kind == &tracking_ops; }
 
+/* Larger first; of equal sizes the lower address (the order does not depend on the walk's). */
+static int ranks_before(const devmm_allocation_info *a, const devmm_allocation_info *b) {
+  return a->bytes > b->bytes || (a->bytes == b->bytes && (uintptr_t)a->ptr < (uintptr_t)b->ptr);
+}
+
 static int keep_largest(const devmm_allocation_info *i, void *user) {
   infos *c = user;
-  if (c->n == c->cap && i->bytes <= c->v[c->n - 1].bytes)
+  if (c->n == c->cap && !ranks_before(i, &c->v[c->n - 1]))
     return 0;
   size_t k = c->n < c->cap ? c->n++ : c->cap - 1;
-  while (k > 0 && c->v[k - 1].bytes < i->bytes) {
+  while (k > 0 && ranks_before(i, &c->v[k - 1])) {
     c->v[k] = c->v[k - 1];
     k--;
   }
@@ -631,12 +758,12 @@ size_t devmm__tracking_largest(devmm_resource *r, devmm_allocation_info *out, si
                                size_t *count, size_t *bytes) {
   tracking *tr = r->ctx;
   infos c = {out, 0, n};
-  pthread_mutex_lock(&tr->lock);
-  *count = tr->count;
-  *bytes = tr->bytes;
+  lock_all(tr);
+  totals(tr, count, bytes);
   if (n)
-    walk(tr, tr->root, keep_largest, &c);
-  pthread_mutex_unlock(&tr->lock);
+    for (unsigned i = 0; i < NSHARDS; i++) /* no merge needed: ties are ranked by address */
+      walk_tree(tr, tr->shards[i].root, keep_largest, &c);
+  unlock_all(tr);
   return c.n;
 }
 

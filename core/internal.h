@@ -15,6 +15,22 @@
 #define DEVMM__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define DEVMM__CACHELINE 64
 
+/* A spinlock for critical sections of a few dozen instructions on the allocation paths (the
+ * sharded tracking and limiting adaptors, ADR 29): one atomic exchange to take it and a plain
+ * store to give it back (a mutex costs two atomic operations); a waiter yields its CPU after a
+ * few dozen spins, in case the holder was preempted. */
+typedef struct {
+  atomic_int held;
+} devmm__spinlock;
+void devmm__spin_wait(devmm__spinlock *l);
+static inline void devmm__spin_lock(devmm__spinlock *l) {
+  if (DEVMM__UNLIKELY(atomic_exchange_explicit(&l->held, 1, memory_order_acquire)))
+    devmm__spin_wait(l);
+}
+static inline void devmm__spin_unlock(devmm__spinlock *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+
 struct devmm_resource {
   devmm_resource_ops ops; /* copied and normalised: entries past struct_size are NULL */
   void *ctx;

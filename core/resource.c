@@ -1,6 +1,7 @@
 /* Memory resources: creation, reference counting and the checked entry points. */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,13 @@ uint64_t devmm__thread_id(void) {
   if (!id)
     id = atomic_fetch_add(&next, 1);
   return id;
+}
+
+void devmm__spin_wait(devmm__spinlock *l) {
+  for (int spins = 0; atomic_exchange_explicit(&l->held, 1, memory_order_acquire);)
+    while (atomic_load_explicit(&l->held, memory_order_relaxed))
+      if (++spins > 64)
+        sched_yield(); /* the holder was preempted (or runs a foreach callback): let it run */
 }
 
 /* ===================================================================== lifetime */
@@ -155,24 +163,35 @@ int devmm__check_kind(const devmm_resource *r, const devmm_resource_ops *kind, c
 
 /* ===================================================================== operations */
 
-int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
-                   void **out) {
-  if (DEVMM__UNLIKELY(!r || !out || (alignment & (alignment - 1)) ||
-                      alignment > DEVMM_MAX_ALIGNMENT)) {
+/* Everything devmm_allocate refuses or short-cuts, sorted out off the hot path. */
+static __attribute__((noinline, cold)) int
+allocate_slow(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream, void **out) {
+  if (!r || !out) {
     if (out)
       *out = NULL;
-    if (!r || !out)
-      return devmm_set_error(DEVMM_EINVAL, "devmm_allocate: %s is NULL", !r ? "resource" : "out");
+    return devmm_set_error(DEVMM_EINVAL, "devmm_allocate: %s is NULL", !r ? "resource" : "out");
+  }
+  *out = NULL;
+  if ((alignment & (alignment - 1)) || alignment > DEVMM_MAX_ALIGNMENT)
     return devmm_set_error(DEVMM_EINVAL,
                            "devmm_allocate: alignment %zu is not a power of two up to 2^40 "
                            "(resource '%s')",
                            alignment, r->name);
-  }
-  if (DEVMM__UNLIKELY(bytes == 0)) {
-    *out = NULL;
+  if (bytes == 0)
     return DEVMM_OK;
-  }
   /* ops never see 0 (resource.h); the report says what the caller asked for */
+  int rc = r->ops.allocate(r, bytes, alignment ? alignment : DEVMM_DEFAULT_ALIGNMENT, stream, out);
+  return rc == DEVMM_ENOMEM ? devmm__explain_oom(r, bytes, alignment) : rc;
+}
+
+/* The hot path: one test of every refusal at once (bitwise, no early exits), the call, one test
+ * of its status (ENOMEM is explained by the slow path's twin below). Ops never see alignment 0
+ * (resource.h): it becomes DEVMM_DEFAULT_ALIGNMENT (a conditional move, no branch). */
+int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stream stream,
+                   void **out) {
+  if (DEVMM__UNLIKELY((r == NULL) | (out == NULL) | ((alignment & (alignment - 1)) != 0) |
+                      (alignment > DEVMM_MAX_ALIGNMENT) | (bytes == 0)))
+    return allocate_slow(r, bytes, alignment, stream, out);
   int rc = r->ops.allocate(r, bytes, alignment ? alignment : DEVMM_DEFAULT_ALIGNMENT, stream, out);
   /* the outermost call explains a refusal once (adaptors call their upstream's ops directly) */
   if (DEVMM__UNLIKELY(rc == DEVMM_ENOMEM))
@@ -182,10 +201,8 @@ int devmm_allocate(devmm_resource *r, size_t bytes, size_t alignment, devmm_stre
 
 int devmm_deallocate(devmm_resource *r, void *ptr, size_t bytes, size_t alignment,
                      devmm_stream stream) {
-  if (DEVMM__UNLIKELY(!r))
-    return devmm_set_error(DEVMM_EINVAL, "devmm_deallocate: resource is NULL");
-  if (DEVMM__UNLIKELY(!ptr))
-    return DEVMM_OK;
+  if (DEVMM__UNLIKELY((r == NULL) | (ptr == NULL)))
+    return r ? DEVMM_OK : devmm_set_error(DEVMM_EINVAL, "devmm_deallocate: resource is NULL");
   return r->ops.deallocate(r, ptr, bytes, alignment ? alignment : DEVMM_DEFAULT_ALIGNMENT, stream);
 }
 

@@ -50,7 +50,9 @@ DEVMM_API int devmm_statistics_reset_peak(devmm_resource *stats);
 
 /* ------------------------------------------------------------------ limiting */
 
-/* Fails allocations that would take the adaptor's live bytes over limit (DEVMM_ENOMEM). */
+/* Fails allocations that would take the adaptor's live bytes over limit (DEVMM_ENOMEM); scales
+ * with threads, never over-commits, and may refuse for a moment, under concurrency, a request
+ * that would have fit (exact with one thread: ADR 29). */
 DEVMM_API int devmm_limiting_adaptor_create(devmm_resource *upstream, size_t limit,
                                             devmm_resource **out);
 /* Bytes currently allocated through the adaptor and its limit. */
@@ -124,7 +126,8 @@ DEVMM_API int devmm_frame_describe(const void *pc, char *buf, size_t cap);
  * the adaptor has no describe hook or the tag is 0. */
 DEVMM_API int devmm_tracking_describe(devmm_resource *tracking, uint64_t tag, char *buf,
                                       size_t cap);
-/* Finds the live allocation containing addr (any byte inside it); DEVMM_ENOENT if none. */
+/* Finds the live allocation containing addr (any byte inside it); DEVMM_ENOENT if none. One live
+ * throughout the call is always found (the table is striped by address: ADR 29). */
 DEVMM_API int devmm_tracking_lookup(devmm_resource *tracking, const void *addr,
                                     devmm_allocation_info *out);
 /* Number and bytes of live allocations. */

@@ -485,6 +485,51 @@ START_TEST(limiting_upstream_failure_restores_count) {
 }
 END_TEST
 
+/* One thread is exact although small requests go through per-thread credit (ADR 29): with a
+ * limit of 512 KiB a request of 100 bytes reserves a 1 KiB chunk of credit; the figures never
+ * show it, and the whole limit is still available, to the byte, to one request. */
+START_TEST(limiting_credit_stays_exact) {
+  testres *ts;
+  devmm_resource *up = testres_create(&ts), *lim;
+  ck_assert_int_eq(devmm_limiting_adaptor_create(up, 512 * 1024, &lim), DEVMM_OK);
+  void *a, *b, *c;
+  size_t used, f, t;
+  ck_assert_int_eq(devmm_allocate(lim, 100, 0, NULL, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 100);
+  ck_assert_int_eq(devmm_mem_info(lim, &f, &t), DEVMM_OK);
+  ck_assert_uint_eq(f, 512 * 1024 - 100);
+  ck_assert_int_eq(devmm_allocate(lim, 200, 0, NULL, &b), DEVMM_OK); /* from the credit */
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 300);
+  ck_assert_int_eq(devmm_deallocate(lim, a, 100, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_deallocate(lim, b, 200, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 0);
+  /* the credit this thread holds is taken back for a request that needs it */
+  ck_assert_int_eq(devmm_allocate(lim, 512 * 1024, 0, NULL, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 1, 0, NULL, &c), DEVMM_ENOMEM);
+  ck_assert_error_contains("limit of 524288 bytes (524288 bytes in use)");
+  ck_assert_int_eq(devmm_deallocate(lim, a, 512 * 1024, 0, NULL), DEVMM_OK);
+  /* frees return what exceeds two chunks: many small frees leave nothing stranded */
+  void *p[64];
+  for (int i = 0; i < 64; i++)
+    ck_assert_int_eq(devmm_allocate(lim, 1000, 0, NULL, &p[i]), DEVMM_OK);
+  for (int i = 0; i < 64; i++)
+    ck_assert_int_eq(devmm_deallocate(lim, p[i], 1000, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_limiting_get(lim, &used, NULL), DEVMM_OK);
+  ck_assert_uint_eq(used, 0);
+  ck_assert_int_eq(devmm_allocate(lim, 512 * 1024 - 1, 0, NULL, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 1, 0, NULL, &b), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 1, 0, NULL, &c), DEVMM_ENOMEM);
+  devmm_deallocate(lim, a, 512 * 1024 - 1, 0, NULL);
+  devmm_deallocate(lim, b, 1, 0, NULL);
+  ck_assert_int_eq(ts->live_bytes, 0);
+  devmm_resource_release(lim);
+  devmm_resource_release(up);
+}
+END_TEST
+
 Suite *limiting_suite(void) {
   Suite *s = suite_create("limiting");
   TCase *tc = tcase_create("core");
@@ -492,6 +537,7 @@ Suite *limiting_suite(void) {
   tcase_add_test(tc, limiting_exactly_the_limit);
   tcase_add_test(tc, limiting_failed_free_keeps_count);
   tcase_add_test(tc, limiting_upstream_failure_restores_count);
+  tcase_add_test(tc, limiting_credit_stays_exact);
   suite_add_tcase(s, tc);
   return s;
 }
@@ -636,6 +682,61 @@ START_TEST(tracking_backtraces_and_report) {
 }
 END_TEST
 
+static int stop_after_three(const devmm_allocation_info *i, void *user) {
+  (void)i;
+  return ++*(size_t *)user == 3;
+}
+
+static int ascending_cb(const devmm_allocation_info *i, void *user) {
+  uintptr_t *st = user; /* last address, count, out of order */
+  st[2] += (uintptr_t)i->ptr <= st[0];
+  st[0] = (uintptr_t)i->ptr;
+  st[1]++;
+  return 0;
+}
+
+/* The table is sharded by a hash of each allocation's start (ADR 29): every 16-byte granule of
+ * an allocation, whichever shard it hashes to, finds the allocation; the walk merges the shards
+ * in address order; a walk stopped early stops. */
+START_TEST(tracking_sharded_lookup_and_order) {
+  devmm_resource *up = testres_create(NULL), *tr;
+  ck_assert_int_eq(devmm_tracking_adaptor_create(up, 0, &tr), DEVMM_OK);
+  enum { N = 300 };
+  char *p[N];
+  size_t size[N];
+  for (int i = 0; i < N; i++) {
+    size[i] = 16 + (size_t)(i * 37 % 8192);
+    ck_assert_int_eq(devmm_allocate(tr, size[i], 0, NULL, (void **)&p[i]), DEVMM_OK);
+  }
+  for (int i = 0; i < N; i++) {
+    devmm_allocation_info info;
+    for (size_t off = 0; off < size[i]; off += 16) {
+      ck_assert_int_eq(devmm_tracking_lookup(tr, p[i] + off, &info), DEVMM_OK);
+      ck_assert_ptr_eq(info.ptr, p[i]);
+      ck_assert_uint_eq(info.bytes, size[i]);
+    }
+    ck_assert_int_eq(devmm_tracking_lookup(tr, p[i] + size[i] - 1, &info), DEVMM_OK);
+    ck_assert_ptr_eq(info.ptr, p[i]);
+    if (devmm_tracking_lookup(tr, p[i] + size[i], &info) == DEVMM_OK)
+      ck_assert_ptr_ne(info.ptr, p[i]); /* one past the end: another allocation or none */
+  }
+  uintptr_t st[3] = {0, 0, 0};
+  ck_assert_int_eq(devmm_tracking_foreach(tr, ascending_cb, st), DEVMM_OK);
+  ck_assert_uint_eq(st[1], N);
+  ck_assert_uint_eq(st[2], 0);
+  size_t seen = 0;
+  ck_assert_int_eq(devmm_tracking_foreach(tr, stop_after_three, &seen), DEVMM_OK);
+  ck_assert_uint_eq(seen, 3);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(devmm_deallocate(tr, p[i], size[i], 0, NULL), DEVMM_OK);
+  st[0] = st[1] = st[2] = 0;
+  ck_assert_int_eq(devmm_tracking_foreach(tr, ascending_cb, st), DEVMM_OK);
+  ck_assert_uint_eq(st[1], 0);
+  devmm_resource_release(tr);
+  devmm_resource_release(up);
+}
+END_TEST
+
 Suite *tracking_suite(void) {
   Suite *s = suite_create("tracking");
   TCase *tc = tcase_create("core");
@@ -644,6 +745,7 @@ Suite *tracking_suite(void) {
   tcase_add_test(tc, tracking_catches_double_free_and_size_mismatch);
   tcase_add_test(tc, tracking_report_lists_each);
   tcase_add_test(tc, tracking_backtraces_and_report);
+  tcase_add_test(tc, tracking_sharded_lookup_and_order);
   suite_add_tcase(s, tc);
   return s;
 }

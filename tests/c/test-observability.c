@@ -295,12 +295,49 @@ START_TEST(oom_explained_once_at_the_outermost_call) {
 }
 END_TEST
 
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+  return (x > y) - (x < y);
+}
+
+/* The largest live allocations come from every stripe of the tracking adaptor (ADR 29); of
+ * equal sizes the lowest addresses, in address order, as one ordered walk gave them. */
+START_TEST(oom_largest_ties_by_address) {
+  devmm_resource *up = testres_create(NULL), *tr, *lim;
+  ck_assert_int_eq(devmm_tracking_adaptor_create(up, 0, &tr), DEVMM_OK);
+  ck_assert_int_eq(devmm_limiting_adaptor_create(tr, 20000, &lim), DEVMM_OK);
+  enum { N = 12 };
+  void *p[N], *big, *q;
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(devmm_allocate(lim, 1000, 0, NULL, &p[i]), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 3000, 0, NULL, &big), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(lim, 10000, 0, NULL, &q), DEVMM_ENOMEM);
+  devmm_oom_report rep = {sizeof rep};
+  ck_assert_int_eq(devmm_last_oom(&rep), DEVMM_OK);
+  ck_assert_uint_eq(rep.live_count, N + 1);
+  ck_assert_uint_eq(rep.nlargest, DEVMM_OOM_LARGEST);
+  ck_assert_ptr_eq(rep.largest[0].ptr, big);
+  qsort(p, N, sizeof p[0], cmp_ptr);
+  for (int k = 1; k < DEVMM_OOM_LARGEST; k++) {
+    ck_assert_uint_eq(rep.largest[k].bytes, 1000);
+    ck_assert_ptr_eq(rep.largest[k].ptr, p[k - 1]);
+  }
+  for (int i = 0; i < N; i++)
+    devmm_deallocate(lim, p[i], 1000, 0, NULL);
+  devmm_deallocate(lim, big, 3000, 0, NULL);
+  devmm_resource_release(lim);
+  devmm_resource_release(tr);
+  devmm_resource_release(up);
+}
+END_TEST
+
 Suite *oom_suite(void) {
   Suite *s = suite_create("oom");
   TCase *tc = tcase_create("oom");
   tcase_add_test(tc, oom_explains_itself);
   tcase_add_test(tc, oom_without_counting_adaptors);
   tcase_add_test(tc, oom_explained_once_at_the_outermost_call);
+  tcase_add_test(tc, oom_largest_ties_by_address);
   suite_add_tcase(s, tc);
   return s;
 }
