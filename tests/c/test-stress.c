@@ -297,8 +297,8 @@ static const devmm_resource_ops peak_ops = {
 
 #define LIM_THREADS 4
 #define LIM_LIMIT (512 * 1024) /* a credit chunk of 1 KiB: half the requests fit one */
-#define LIM_SLOTS 1024 /* half full: ~512 KiB, so even one thread alone (valgrind) hits the limit  \
-                        */
+/* half full: ~512 KiB, so even one thread alone (valgrind) hits the limit */
+#define LIM_SLOTS 1024
 #define LIM_ROUNDS 200000
 
 typedef struct {
