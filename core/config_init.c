@@ -314,6 +314,21 @@ static int build(const char *path, devmm__state **out) {
 
 /* ================================================================ init, shutdown, lazy */
 
+/* Makes s the current state (caller holds init_lock) and takes the previous state's resources
+ * out of the registry where they are still the current ones; returns the previous state. */
+static devmm__state *swap_state(devmm__state *s) {
+  pthread_mutex_lock(&state_lock);
+  devmm__state *old = current;
+  current = s;
+  lazy_error[0] = '\0';
+  pthread_mutex_unlock(&state_lock);
+  for (size_t i = 0; old && i < old->ndevices; i++)
+    if (old->devices[i].resource)
+      devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL,
+                              DEVMM__REGISTRY_CLEAR);
+  return old;
+}
+
 static int init(const char *path, int lazy) {
   pthread_mutex_lock(&init_lock);
   if (lazy && atomic_load(&initialized)) { /* another thread got there first */
@@ -326,17 +341,9 @@ static int init(const char *path, int lazy) {
     pthread_mutex_unlock(&init_lock);
     return rc;
   }
-  pthread_mutex_lock(&state_lock);
-  devmm__state *old = current;
-  current = s;
-  lazy_error[0] = '\0';
-  pthread_mutex_unlock(&state_lock);
   /* Replace what the previous configuration set; leave what the user set alone (a lazy init
    * only fills devices that have no resource yet). */
-  for (size_t i = 0; old && i < old->ndevices; i++)
-    if (old->devices[i].resource)
-      devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL,
-                              DEVMM__REGISTRY_CLEAR);
+  devmm__state *old = swap_state(s);
   for (size_t i = 0; i < s->ndevices; i++)
     if (s->devices[i].resource)
       devmm__registry_replace(s->devices[i].info.device, NULL, s->devices[i].resource,
@@ -351,15 +358,7 @@ int devmm_init(const char *path) { return init(path, 0); }
 
 void devmm_shutdown(void) {
   pthread_mutex_lock(&init_lock);
-  pthread_mutex_lock(&state_lock);
-  devmm__state *old = current;
-  current = NULL;
-  lazy_error[0] = '\0';
-  pthread_mutex_unlock(&state_lock);
-  for (size_t i = 0; old && i < old->ndevices; i++)
-    if (old->devices[i].resource)
-      devmm__registry_replace(old->devices[i].info.device, old->devices[i].resource, NULL,
-                              DEVMM__REGISTRY_CLEAR);
+  devmm__state *old = swap_state(NULL);
   atomic_store(&initialized, 0);
   atomic_store(&lazy_tried, 0);
   pthread_mutex_unlock(&init_lock);
