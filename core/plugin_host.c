@@ -101,20 +101,66 @@ static char *check_not_writable(const char *what, const char *path) {
   return NULL;
 }
 
-/* Checks every directory from / down to `real` (an absolute path without links, from realpath),
- * then `real` itself as `what`: a directory on the way that someone else controls could swap the
- * file for another. */
-static char *check_chain(const char *what, const char *real) {
-  char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", real) >= (int)sizeof buf)
-    return fmt_dup("path '%.256s...' is too long", real);
+/* Walks `path` (absolute, as given) component by component with lstat, as the kernel would
+ * resolve it, and checks what it passes: every directory with check_not_writable, the last
+ * component as `what`, and every symbolic link, whose owner must be root or this user (in a
+ * sticky directory its owner may swap it for a link to anything; sudo and OpenSSH refuse such
+ * links too). A link's target continues the walk, so the directories a link leads to, and the
+ * directory a link sits in, are all checked. Nothing is opened. */
+static char *check_walk(const char *what, const char *path) {
+  char done[4096] = "", rest[4096], target[4096];
+  if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
+    return fmt_dup("path '%.256s...' is too long", path);
   char *err = check_not_writable("plugin directory", "/");
-  for (char *s = strchr(buf + 1, '/'); !err && s; s = strchr(s + 1, '/')) {
-    *s = '\0';
-    err = check_not_writable("plugin directory", buf);
-    *s = '/';
+  for (int hops = 0; !err;) {
+    char *c = rest;
+    while (*c == '/')
+      c++;
+    if (!*c)
+      return NULL;
+    size_t clen = strcspn(c, "/");
+    char *next = c + clen;
+    while (*next == '/')
+      next++;
+    int last = !*next;
+    if ((clen == 1 && c[0] == '.') || (clen == 2 && c[0] == '.' && c[1] == '.')) {
+      char *up = clen == 2 ? strrchr(done, '/') : NULL;
+      if (up) /* done has no links: its parent is the real parent */
+        *up = '\0';
+      memmove(rest, next, strlen(next) + 1);
+      continue;
+    }
+    char cand[4096];
+    if (snprintf(cand, sizeof cand, "%s/%.*s", done, (int)clen, c) >= (int)sizeof cand)
+      return fmt_dup("path '%.256s...' is too long", path);
+    struct stat st;
+    if (lstat(cand, &st) != 0)
+      return fmt_dup("cannot stat %s '%s': %s", last ? what : "plugin directory", cand,
+                     strerror(errno));
+    if (S_ISLNK(st.st_mode)) {
+      if (st.st_uid != 0 && st.st_uid != geteuid())
+        return fmt_dup("refusing plugin link '%s': it is a symbolic link owned by uid %u, neither "
+                       "root nor this user",
+                       cand, (unsigned)st.st_uid);
+      if (++hops > 40)
+        return fmt_dup("cannot resolve '%s': too many levels of symbolic links", path);
+      ssize_t n = readlink(cand, target, sizeof target - 1);
+      if (n <= 0)
+        return fmt_dup("cannot read the link '%s': %s", cand, n ? strerror(errno) : "empty");
+      target[n] = '\0';
+      char joined[4096];
+      if (snprintf(joined, sizeof joined, "%s/%s", target, next) >= (int)sizeof joined)
+        return fmt_dup("path '%.256s...' is too long", path);
+      memcpy(rest, joined, strlen(joined) + 1);
+      if (target[0] == '/')
+        done[0] = '\0';
+      continue;
+    }
+    err = check_not_writable(last ? what : "plugin directory", cand);
+    memcpy(done, cand, strlen(cand) + 1);
+    memmove(rest, next, strlen(next) + 1);
   }
-  return err || strcmp(real, "/") == 0 ? err : check_not_writable(what, real);
+  return err;
 }
 
 /* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
@@ -162,23 +208,9 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
     *error = fmt_dup("cannot resolve plugin file '%s': %s", candidate, strerror(errno));
     return NULL;
   }
-  /* the file and every directory above it, and every directory above the one it was found in
-   * (where a link to it may live) */
-  char *cdir = devmm__strdup(candidate);
-  char *cslash = cdir ? strrchr(cdir, '/') : NULL;
-  if (cslash)
-    *(cslash == cdir ? cslash + 1 : cslash) = '\0';
-  char *creal = cdir ? realpath(cdir, NULL) : NULL;
-  if (!cdir)
-    *error = fmt_dup("out of memory");
-  else if (!creal)
-    *error = fmt_dup("cannot resolve plugin directory '%s': %s", cdir, strerror(errno));
-  if (!*error)
-    *error = check_chain("plugin file", real);
-  if (!*error)
-    *error = check_chain("plugin directory", creal);
-  free(cdir);
-  free(creal);
+  /* the path as given, every link on it and every directory it passes through, down to the real
+   * file; only then is anything opened */
+  *error = check_walk("plugin file", candidate);
   if (*error) {
     free(real);
     return NULL;
