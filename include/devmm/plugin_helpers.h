@@ -1,6 +1,7 @@
 /* devmm — optional helpers for plugin authors (ADR 25). Header-only: every helper is static
- * inline, so a plugin still links nothing. Include it in the one source file that defines the
- * entry (a plugin of several files passes devmm_plugin_host on itself).
+ * inline and devmm_plugin_host a weak hidden variable, so a plugin still links nothing. Any
+ * number of the plugin's source files may include it (C or C++); one of them writes
+ * DEVMM_PLUGIN_DEFINE.
  *
  *   #include <devmm/plugin_helpers.h>
  *   static const devmm_plugin descriptor = {...};
@@ -28,21 +29,39 @@
 extern "C" {
 #endif
 
-/* The host's services table, stored by DEVMM_PLUGIN_DEFINE's entry (NULL before it ran). */
-__attribute__((unused)) static const devmm_host_services *devmm_plugin_host;
+/* The host's services table, stored by DEVMM_PLUGIN_DEFINE's entry (NULL before it ran). One
+ * variable for the whole plugin: every source file that includes this header defines it weak
+ * and hidden, so the linker keeps one copy, shared by all the plugin's files and invisible
+ * outside its .so (each plugin has its own). */
+__attribute__((weak, visibility("hidden"))) const devmm_host_services *devmm_plugin_host = NULL;
 
 /* The smallest host table the helpers accept: ABI 1.0's, up to last_error. */
 #define DEVMM_PLUGIN_HOST_MIN_SIZE                                                                 \
   (offsetof(devmm_host_services, last_error) + sizeof(const char *(*)(void)))
 
-/* Defines devmm_plugin_entry: refuses a host of another ABI major (with a message) or a table
- * smaller than ABI 1.0's, stores the table in devmm_plugin_host and returns &descriptor. */
+#ifdef __cplusplus
+#define DEVMM__ENTRY_LINKAGE extern "C"
+#else
+#define DEVMM__ENTRY_LINKAGE
+#endif
+
+/* Defines devmm_plugin_entry (extern "C" in C++): refuses a host of another ABI major or a
+ * table smaller than ABI 1.0's (each with a message), stores the table in devmm_plugin_host
+ * and returns &descriptor. Use it in one source file of the plugin. */
 #define DEVMM_PLUGIN_DEFINE(descriptor)                                                            \
-  DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint32_t minor,       \
-                                                             const devmm_host_services *h) {       \
+  DEVMM__ENTRY_LINKAGE DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(                 \
+      uint32_t major, uint32_t minor, const devmm_host_services *h) {                              \
     (void)minor;                                                                                   \
-    if (!h || h->struct_size < DEVMM_PLUGIN_HOST_MIN_SIZE)                                         \
+    if (!h)                                                                                        \
       return NULL;                                                                                 \
+    if (h->struct_size < DEVMM_PLUGIN_HOST_MIN_SIZE) {                                             \
+      if (h->struct_size >= offsetof(devmm_host_services, set_error) + sizeof h->set_error)        \
+        h->set_error(DEVMM_EPLUGIN,                                                                \
+                     "%s: the host's services table has %zu bytes; this plugin needs ABI 1.0's, "  \
+                     "%zu",                                                                        \
+                     (descriptor).name, h->struct_size, (size_t)DEVMM_PLUGIN_HOST_MIN_SIZE);       \
+      return NULL;                                                                                 \
+    }                                                                                              \
     if (major != DEVMM_PLUGIN_ABI_MAJOR) {                                                         \
       h->set_error(DEVMM_EPLUGIN, "%s: built for plugin ABI %d.x, the host speaks %u.x",           \
                    (descriptor).name, DEVMM_PLUGIN_ABI_MAJOR, (unsigned)major);                    \

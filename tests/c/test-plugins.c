@@ -833,6 +833,62 @@ START_TEST(plugin_helpers_header) {
 }
 END_TEST
 
+/* The helper header in a plugin of two source files (one host table for both: the ops file's
+ * devmm_plugin_context used to dereference its own, NULL copy) and in a C++ plugin (the entry
+ * exported unmangled); review findings 4 and 5. */
+START_TEST(plugin_helpers_two_files_and_cpp) {
+  isolate();
+  const char *cfgpath = config_with("twofile", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("twofile").loaded, "%s", plugin_named("twofile").error);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("twofile.heap", 0, NULL, 0, &r), DEVMM_OK);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM); /* ops.c's context */
+  ck_assert_error_contains("4097 bytes is over 4096");
+  ck_assert_int_eq(devmm_allocate(r, 64, 0, NULL, &p), DEVMM_OK);
+  devmm_deallocate(r, p, 64, 0, NULL);
+  devmm_resource_release(r);
+  unlink(cfgpath);
+  char so[1024];
+  snprintf(so, sizeof so, "%s/devmm-helperscpp.so", env_dir("DEVMM_TEST_PLUGINS"));
+  if (access(so, F_OK) != 0) {
+    testres_skip("plugin_helpers_two_files_and_cpp: no C++ compiler, so no %s", so);
+    return;
+  }
+  cfgpath = config_with("helperscpp", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("helperscpp").loaded, "%s", plugin_named("helperscpp").error);
+  ck_assert_int_eq(devmm_resource_create_kind("helperscpp.heap", 0, NULL, 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM);
+  ck_assert_error_contains("4097 bytes is over the size 4096");
+  devmm_resource_release(r);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* DEVMM_PLUGIN_DEFINE's entry, given a host table smaller than ABI 1.0's, says so (review
+ * finding 14: it returned NULL without a message, "(no reason given)"). */
+START_TEST(plugin_helpers_small_host_table) {
+  isolate();
+  char so[1024];
+  snprintf(so, sizeof so, "%s/devmm-helpers.so", env_dir("DEVMM_TEST_PLUGINS"));
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  devmm_plugin_entry_fn entry;
+  *(void **)&entry = dlsym(h, DEVMM_PLUGIN_ENTRY_SYMBOL);
+  ck_assert_ptr_nonnull(entry);
+  devmm_host_services small = {.struct_size = offsetof(devmm_host_services, last_error),
+                               .abi_major = 1,
+                               .set_error = devmm_set_error};
+  devmm_clear_error();
+  ck_assert_ptr_null(entry(DEVMM_PLUGIN_ABI_MAJOR, 0, &small));
+  ck_assert_error_contains("helpers: the host's services table has");
+  ck_assert_error_contains("this plugin needs ABI 1.0's");
+  dlclose(h);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to) {
   FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
   ck_assert(a && b);
@@ -1242,6 +1298,8 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_factory_message_prefixed_once);
   tcase_add_test(tc, plugin_shutdown_called_once_at_exit);
   tcase_add_test(tc, plugin_helpers_header);
+  tcase_add_test(tc, plugin_helpers_two_files_and_cpp);
+  tcase_add_test(tc, plugin_helpers_small_host_table);
   suite_add_tcase(s, tc);
   return s;
 }
