@@ -441,23 +441,31 @@ static const devmm_resource_kind *load_for_kind(devmm__state *s, const char *kin
   if (!p)
     return NULL;
   s->plugins[s->nplugins++] = p;
-  if (!p->desc) {
-    devmm__log(DEVMM_LOG_INFO, NULL, "plugin '%s' (for %s) not loaded: %s", name, kind, p->error);
+  if (!p->desc) { /* refused or broken: warn, as for a configured plugin; absent: asked, answered */
+    devmm__log(p->missing ? DEVMM_LOG_INFO : DEVMM_LOG_WARN, NULL,
+               "plugin '%s' (for %s) not loaded: %s", name, kind, p->error);
     return NULL;
   }
   return devmm__find_kind(s, kind, NULL);
 }
 
-/* The kind (loading its plugin on demand), or NULL with the kinds on offer in avail. */
-static const devmm_resource_kind *kind_named(const char *kind, char *avail, size_t cap) {
+/* The kind (loading its plugin on demand), or NULL with the kinds on offer in avail and, when
+ * the plugin its name starts with failed to load, why in `why` ("" otherwise). */
+static const devmm_resource_kind *kind_named(const char *kind, char *avail, size_t cap, char *why,
+                                             size_t whycap) {
   pthread_mutex_lock(&init_lock); /* may add a plugin to the state: no devmm_init meanwhile */
   pthread_mutex_lock(&state_lock);
   const devmm_resource_kind *k = current ? devmm__find_kind(current, kind, NULL) : NULL;
   if (!k && current)
     k = load_for_kind(current, kind);
-  avail[0] = '\0';
-  for (size_t p = 0; !k && current && p < current->nplugins; p++)
-    devmm__append_kinds(avail, cap, current->plugins[p]->desc);
+  avail[0] = why[0] = '\0';
+  size_t pl = strcspn(kind, ".");
+  for (size_t p = 0; !k && current && p < current->nplugins; p++) {
+    const devmm__plugin *pp = current->plugins[p];
+    devmm__append_kinds(avail, cap, pp->desc);
+    if (!pp->desc && kind[pl] == '.' && strlen(pp->name) == pl && !strncmp(pp->name, kind, pl))
+      snprintf(why, whycap, "plugin '%s' could not be loaded: %s; ", pp->name, pp->error);
+  }
   pthread_mutex_unlock(&state_lock);
   pthread_mutex_unlock(&init_lock);
   return k;
@@ -472,12 +480,12 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
     return devmm_set_error(DEVMM_EINVAL, "devmm_resource_create_kind: %s is NULL",
                            !kind ? "kind" : "options");
   devmm__ensure_init();
-  char avail[512];
-  const devmm_resource_kind *k = kind_named(kind, avail, sizeof avail);
+  char avail[512], why[DEVMM__MSG_MAX];
+  const devmm_resource_kind *k = kind_named(kind, avail, sizeof avail, why, sizeof why);
   if (!k)
     return devmm_set_error(DEVMM_ENOENT,
-                           "unknown resource kind '%.64s': the loaded plugins offer %s", kind,
-                           *avail ? avail : "none");
+                           "unknown resource kind '%.64s': %sthe loaded plugins offer %s", kind,
+                           why, *avail ? avail : "none");
   for (size_t i = 0; i < noptions; i++) {
     if (!options[i].key || !options[i].value)
       return devmm_set_error(DEVMM_EINVAL, "%s: option #%zu has a NULL key or value", kind, i);
@@ -498,6 +506,16 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
   if (rc && *out) {
     devmm_resource_release(*out);
     *out = NULL;
+  }
+  if (rc) { /* "<kind>: " in front unless the message starts with it, as for a device's error */
+    char msg[DEVMM__MSG_MAX];
+    if (*devmm_last_error())
+      snprintf(msg, sizeof msg, "%s", devmm_last_error());
+    else
+      devmm__factory_silent(rc, msg, sizeof msg);
+    size_t kl = strlen(kind);
+    int named = strncmp(msg, kind, kl) == 0 && (msg[kl] == ':' || msg[kl] == ' ');
+    return devmm_set_error(rc, "%s%s%s", named ? "" : kind, named ? "" : ": ", msg);
   }
   return rc;
 }

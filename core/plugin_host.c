@@ -47,6 +47,12 @@ const devmm_host_services *devmm__host(void) { return &host; }
 
 /* ------------------------------------------------------------------ records */
 
+const char *devmm__factory_silent(int status, char *buf, size_t cap) {
+  snprintf(buf, cap, "the factory failed with %s (%s) and set no message",
+           devmm_status_name(status), devmm_strerror(status));
+  return buf;
+}
+
 static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt_dup(const char *fmt, ...) {
   char buf[DEVMM__MSG_MAX + 256];
@@ -164,8 +170,9 @@ static char *check_walk(const char *what, const char *path) {
 }
 
 /* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
-static char *resolve(const char *name, const char *const *dirs, char **error) {
+static char *resolve(const char *name, const char *const *dirs, char **error, int *missing) {
   *error = NULL;
+  *missing = 0;
   if (!*name) {
     *error = fmt_dup("empty plugin name");
     return NULL;
@@ -175,6 +182,7 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
     snprintf(candidate, sizeof candidate, "%s", name);
     if (access(candidate, F_OK) != 0) {
       *error = fmt_dup("plugin file '%s' does not exist", name);
+      *missing = 1;
       return NULL;
     }
   } else {
@@ -200,6 +208,7 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
       }
       *error = fmt_dup("plugin '%s' not found: no devmm-%s.so in the plugin path (%s)", name, name,
                        *searched ? searched : "empty");
+      *missing = 1;
       return NULL;
     }
   }
@@ -354,7 +363,7 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
     return NULL;
   }
   char *err = NULL;
-  p->path = resolve(name, dirs, &err);
+  p->path = resolve(name, dirs, &err, &p->missing);
   if (!p->path)
     return fail(p, err);
   lt_dlhandle h;

@@ -659,7 +659,8 @@ START_TEST(plugin_factory_faults) {
   const char *null = config_with("factorynull", "[device cpu]\nresource = factorynull.heap\n");
   ck_assert_int_eq(devmm_init(null), DEVMM_OK);
   devmm_device_get(0, &d);
-  ck_assert_str_eq(d.error, "factorynull.heap: the factory returned no resource");
+  ck_assert_str_eq(d.error,
+                   "factorynull.heap: the factory reported success but returned no resource");
   ck_assert_int_eq(devmm_resource_create_kind("factorynull.heap", 0, NULL, 0, &r), DEVMM_EPLUGIN);
   ck_assert_error_contains("reported success but returned no resource");
   ck_assert_int_eq(devmm_resource_create_kind("cpu.malloc", 0, NULL, 0, &r), DEVMM_OK);
@@ -886,6 +887,88 @@ START_TEST(plugin_helpers_small_host_table) {
   ck_assert_error_contains("helpers: the host's services table has");
   ck_assert_error_contains("this plugin needs ABI 1.0's");
   dlclose(h);
+}
+END_TEST
+
+/* A factory that fails without a message: the status it returned is said, and that it set no
+ * message (review finding 7: "the factory returned no resource", the same as OK without a
+ * resource, and an empty message from devmm_resource_create_kind). */
+START_TEST(plugin_factory_fails_silently) {
+  isolate();
+  const char *cfg = config_with("factorysilent", "[device cpu]\nresource = factorysilent.heap\n");
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_device_status d;
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.error, "factorysilent.heap: the factory failed with DEVMM_EDEVICE (device "
+                            "or driver error) and set no message");
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("factorysilent.heap", 0, NULL, 0, &r), DEVMM_EDEVICE);
+  ck_assert_str_eq(devmm_last_error(), "factorysilent.heap: the factory failed with "
+                                       "DEVMM_EDEVICE (device or driver error) and set no message");
+  unlink(cfg);
+  /* a factory's own message gets the kind's name in front, as an unknown option's does */
+  cfg = config_with("faulty", NULL);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_option maybe = {"flag", "maybe", 0};
+  ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &maybe, 1, &r), DEVMM_EINVAL);
+  ck_assert_msg(strncmp(devmm_last_error(), "faulty.heap: ", 13) == 0, "%s", devmm_last_error());
+  unlink(cfg);
+}
+END_TEST
+
+/* A kind whose plugin could not be loaded on demand says why (review finding 6: only "unknown
+ * resource kind", with the reason logged at info level), and the refusal is logged at warn
+ * level; a plugin that is simply absent is said too, and logged at info only. */
+START_TEST(plugin_on_demand_refusal_said) {
+  isolate();
+  setenv("DEVMM_LOG_LEVEL", "warn", 1);
+  char dir[TESTRES_PATH_MAX], so[TESTRES_PATH_MAX + 20], src[1024], text[TESTRES_PATH_MAX + 64];
+  testres_mkdtemp(dir, sizeof dir, "od");
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", dir);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, so, 0755);
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu\nplugin_path = %s\n", dir);
+  const char *cfg = write_temp(text);
+  char logpath[TESTRES_PATH_MAX];
+  int logfd = testres_mkstemp(logpath, sizeof logpath, "log");
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(logfd, 2);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_resource *r;
+  int rc = devmm_resource_create_kind("faulty.heap", 0, NULL, 0, &r);
+  char err[2048];
+  snprintf(err, sizeof err, "%s", devmm_last_error());
+  int rc2 = devmm_resource_create_kind("absent.heap", 0, NULL, 0, &r);
+  char err2[2048];
+  snprintf(err2, sizeof err2, "%s", devmm_last_error());
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(logfd);
+  ck_assert_int_eq(rc, DEVMM_ENOENT);
+  char want[2 * TESTRES_PATH_MAX];
+  snprintf(want, sizeof want,
+           "unknown resource kind 'faulty.heap': plugin 'faulty' could not be loaded: refusing "
+           "plugin directory '%s': it is writable by others (mode 0777)",
+           dir);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "'%s' does not start '%s'", err, want);
+  ck_assert_ptr_nonnull(strstr(err, "; the loaded plugins offer cpu.malloc"));
+  ck_assert_int_eq(rc2, DEVMM_ENOENT);
+  ck_assert_msg(strstr(err2, "unknown resource kind 'absent.heap': plugin 'absent' could not be "
+                             "loaded: plugin 'absent' not found: no devmm-absent.so in the "
+                             "plugin path") != NULL,
+                "%s", err2);
+  const char *log = slurp_all(logpath);
+  ck_assert_msg(strstr(log, "warning: plugin 'faulty' (for faulty.heap) not loaded: refusing"),
+                "%s", log);
+  ck_assert_msg(strstr(log, "absent") == NULL, "%s", log);
+  unlink(logpath);
+  chmod(dir, 0755);
+  unlink(so);
+  rmdir(dir);
+  unlink(cfg);
 }
 END_TEST
 
@@ -1300,6 +1383,8 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_helpers_header);
   tcase_add_test(tc, plugin_helpers_two_files_and_cpp);
   tcase_add_test(tc, plugin_helpers_small_host_table);
+  tcase_add_test(tc, plugin_factory_fails_silently);
+  tcase_add_test(tc, plugin_on_demand_refusal_said);
   suite_add_tcase(s, tc);
   return s;
 }
