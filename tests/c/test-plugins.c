@@ -1110,6 +1110,12 @@ START_TEST(plugin_trust_checks_the_whole_chain) {
     ck_assert_int_eq(setegid(65534), 0); /* now it is this process's own group: fine */
     ck_assert_str_eq(faulty_error(&c), "");
     ck_assert_int_eq(setegid(0), 0);
+    /* sticky: writable by any group (and by others) is fine, as documented (review finding 8) */
+    ck_assert_int_eq(chmod(c.mid, 01775), 0);
+    ck_assert_str_eq(faulty_error(&c), "");
+    ck_assert_int_eq(chmod(c.mid, 01772), 0);
+    ck_assert_str_eq(faulty_error(&c), "");
+    ck_assert_int_eq(chmod(c.mid, 0775), 0);
     ck_assert_int_eq(chown(c.mid, 0, 0), 0);
   }
   ck_assert_int_eq(chmod(c.mid, 0755), 0);
