@@ -97,6 +97,20 @@ def test_empty_bad_layout_and_resource():
         devmm.empty(3, device="cuda:0")
 
 
+def test_vendor_device_type_round_trip():
+    """A plugin's own device type is written "deviceT:N" and read back (review finding 2)."""
+    from devmm.resource import format_device, parse_device
+    d = parse_device("device14:0")
+    assert (d.device_type, d.device_id) == (14, 0)
+    assert format_device(parse_device((14, 2))) == "device14:2"
+    for text in ("cpu", "cpu:1", "cuda:0", "cuda_host:0", "rocm_host:1", "sim:2", "device4:0"):
+        assert format_device(parse_device(text)) == text
+    with pytest.raises(ValueError, match=r"expected cpu\[:N\], .* or deviceT\[:N\]"):
+        parse_device("tpu:0")
+    with pytest.raises(devmm.DevmmError, match="no current resource for device device14:0"):
+        devmm.empty(3, device="device14:0")
+
+
 def test_from_buffer_view_bounds():
     b = devmm.Buffer(64)
     v = devmm.from_buffer_view(b, (2, 2), "float32", strides=(4, 1), offset=8)
