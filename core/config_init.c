@@ -156,6 +156,8 @@ static char **plugin_dirs(const devmm__config *c, size_t *n) {
   for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && !oom;
        t = strtok_r(NULL, ":", &save)) {
     char *full = absolute(t);
+    if (full)
+      devmm__path_tidy(full);
     char **grown = full ? realloc(dirs, (*n + 1) * sizeof *dirs) : NULL;
     oom = !grown;
     if (grown)

@@ -40,7 +40,7 @@ grep -q "check: allocate/write/read/free 1 MiB through statistics(example.arena(
 grep -Eq "^  example.arena +cpu +a bump allocator over one block$" <<<"$out" ||
   { echo "FAIL: the kind's description is not shown"; exit 1; }
 grep -Eq "^ +size: the block's size" <<<"$out" || { echo "FAIL: the kind's option is not shown"; exit 1; }
-grep -A1 "^  example " <<<"$out" | grep -Eq "^ +loaded: 0 devices, 1 resource kinds$" ||
+grep -A1 "^  example " <<<"$out" | grep -Eq "^ +loaded: 0 devices, 1 resource kind$" ||
   { echo "FAIL: a kinds-only plugin should load with 0 devices and no complaint"; exit 1; }
 echo "example plugin: built against the installed SDK, loaded and used: ok"
 

@@ -86,7 +86,8 @@ static inline const char *devmm_option_get(const devmm_option *options, size_t n
 }
 
 /* Parses option `key` as a size (host->parse_size, "%" of total_bytes) into *out; leaves *out
- * alone when the key is absent. DEVMM_EINVAL with the host's message on a bad value. */
+ * alone when the key is absent. DEVMM_EINVAL on a bad value, with "key: <the host's message>"
+ * (which quotes the value). */
 static inline int devmm_option_size(const devmm_host_services *h, const devmm_option *options,
                                     size_t n, const char *key, size_t total_bytes, size_t *out) {
   const char *v = devmm_option_get(options, n, key);
@@ -94,7 +95,7 @@ static inline int devmm_option_size(const devmm_host_services *h, const devmm_op
     return DEVMM_OK;
   size_t parsed;
   if (h->parse_size(v, total_bytes, &parsed) != DEVMM_OK)
-    return h->set_error(DEVMM_EINVAL, "%s = %s: %s", key, v, h->last_error());
+    return h->set_error(DEVMM_EINVAL, "%s: %s", key, h->last_error());
   *out = parsed;
   return DEVMM_OK;
 }
@@ -107,7 +108,7 @@ static inline int devmm_option_bool(const devmm_host_services *h, const devmm_op
     return DEVMM_OK;
   int parsed;
   if (h->parse_bool(v, &parsed) != DEVMM_OK)
-    return h->set_error(DEVMM_EINVAL, "%s = %s: %s", key, v, h->last_error());
+    return h->set_error(DEVMM_EINVAL, "%s: %s", key, h->last_error());
   *out = parsed;
   return DEVMM_OK;
 }

@@ -821,10 +821,11 @@ START_TEST(plugin_helpers_header) {
   devmm_resource_release(r);
   devmm_option bad_bool[] = {{"flag", "maybe", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_bool, 1, &r), DEVMM_EINVAL);
-  ck_assert_error_contains("flag = maybe: bad boolean 'maybe'");
+  ck_assert_error_contains("helpers.heap: flag: bad boolean 'maybe'");
   devmm_option bad_size[] = {{"size", "64 MeB", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_size, 1, &r), DEVMM_EINVAL);
-  ck_assert_error_contains("size = 64 MeB: ");
+  ck_assert_error_contains("helpers.heap: size: bad size '64 MeB'"); /* the value once */
+  ck_assert_ptr_null(strstr(devmm_last_error(), "size = 64 MeB"));
   /* devmm_name_format truncates to the plugin's 48-byte buffer */
   devmm_option long_label[] = {{"label", "abcdefghijklmnopqrstuvwxyz", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, long_label, 1, &r), DEVMM_OK);
