@@ -20,6 +20,9 @@
 #define MAX_FILE (1 << 20) /* a devmm.ini is a few hundred bytes; refuse what cannot be one */
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The state this thread's devmm_init is building, or the current one while this thread holds
+ * state_lock for an on-demand load: what host->device_total reads without taking a lock. */
+static _Thread_local devmm__state *building;
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static devmm__state *current;
 static atomic_int initialized;
@@ -300,12 +303,14 @@ static int build(const char *path, devmm__state **out) {
   int rc = load_config(path, &s->c);
   if (!rc && s->c.log_level >= 0)
     devmm__set_log_level(s->c.log_level);
+  building = s;
   if (!rc)
     rc = load_plugins(s);
   for (size_t i = 0; !rc && i < s->c.nsections; i++)
     rc = devmm__check_section(s, &s->c.sections[i]);
   if (!rc)
     rc = build_devices(s);
+  building = NULL;
   if (rc) {
     state_free(s);
     return rc;
@@ -421,6 +426,36 @@ __attribute__((constructor)) static void install_registry_hook(void) {
   devmm__registry_set_miss_hook(on_registry_miss);
 }
 
+/* ================================================================ the device_total service */
+
+int devmm__device_total(devmm_device device, size_t *total_bytes) {
+  if (!total_bytes)
+    return devmm_set_error(DEVMM_EINVAL, "device_total: total_bytes is NULL");
+  *total_bytes = 0;
+  devmm__state *s = building;
+  if (!s)
+    pthread_mutex_lock(&state_lock);
+  const devmm__state *st = s ? s : current;
+  int found = 0;
+  for (size_t i = 0; st && !found && i < st->nplugins; i++) /* the first enumerating it owns it */
+    for (size_t k = 0; !found && st->plugins[i]->desc && k < st->plugins[i]->ndevices; k++) {
+      const devmm_device_info *d = &st->plugins[i]->devices[k];
+      if (d->device.device_type == device.device_type && d->device.device_id == device.device_id) {
+        found = 1;
+        *total_bytes = d->total_bytes;
+      }
+    }
+  if (!s)
+    pthread_mutex_unlock(&state_lock);
+  if (*total_bytes)
+    return DEVMM_OK;
+  char name[32];
+  devmm_device_format(device, name, sizeof name);
+  return devmm_set_error(DEVMM_ENOENT, "device %s: %s", name,
+                         found ? "its plugin does not know its total memory"
+                               : "no loaded plugin enumerates it");
+}
+
 /* ================================================================ kinds on demand */
 
 /* A kind whose plugin the configuration did not name ("cuda.async" with only cpu loaded): load
@@ -458,8 +493,10 @@ static const devmm_resource_kind *kind_named(const char *kind, char *avail, size
   pthread_mutex_lock(&init_lock); /* may add a plugin to the state: no devmm_init meanwhile */
   pthread_mutex_lock(&state_lock);
   const devmm_resource_kind *k = current ? devmm__find_kind(current, kind, NULL) : NULL;
+  building = current; /* a plugin loaded here may ask for a device's total: no lock again */
   if (!k && current)
     k = load_for_kind(current, kind);
+  building = NULL;
   avail[0] = why[0] = '\0';
   size_t pl = strcspn(kind, ".");
   for (size_t p = 0; !k && current && p < current->nplugins; p++) {

@@ -41,6 +41,7 @@ static const devmm_host_services host = {
     .parse_size = devmm_parse_size,
     .parse_bool = host_parse_bool,
     .last_error = devmm_last_error,
+    .device_total = devmm__device_total,
 };
 
 const devmm_host_services *devmm__host(void) { return &host; }

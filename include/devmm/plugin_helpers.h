@@ -100,6 +100,16 @@ static inline int devmm_option_size(const devmm_host_services *h, const devmm_op
   return DEVMM_OK;
 }
 
+/* The total bytes of `device` (host->device_total, when the host has it), or 0 if unknown: the
+ * total_bytes to give devmm_option_size for percentages in a plugin that only adds kinds. */
+static inline size_t devmm_device_total(const devmm_host_services *h, devmm_device device) {
+  size_t total = 0;
+  if (h->struct_size >= offsetof(devmm_host_services, device_total) + sizeof h->device_total &&
+      h->device_total && h->device_total(device, &total) != DEVMM_OK)
+    total = 0;
+  return total;
+}
+
 /* Parses option `key` as a boolean (host->parse_bool) into *out; *out unchanged if absent. */
 static inline int devmm_option_bool(const devmm_host_services *h, const devmm_option *options,
                                     size_t n, const char *key, int *out) {

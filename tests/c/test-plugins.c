@@ -973,6 +973,31 @@ START_TEST(plugin_on_demand_refusal_said) {
 }
 END_TEST
 
+/* A plugin that only adds kinds for another plugin's device takes percentage sizes: the host's
+ * device_total service gives it the device's total (review finding 14: "a percentage needs the
+ * device's total memory, which is unknown here"). */
+START_TEST(plugin_kinds_only_percent_size) {
+  isolate();
+  const char *cfgpath =
+      config_with("helpers", "[device cpu]\nresource = helpers.heap\nsize = 50%\n");
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  char want[128];
+  snprintf(want, sizeof want, "helpers.heap(flag=0,size=%zu", d.info.total_bytes / 2);
+  ck_assert_msg(strncmp(d.stack, want, strlen(want)) == 0, "'%s' ('%s')", d.stack, d.error);
+  devmm_option half[] = {{"size", "25%", 0}};
+  devmm_resource *r;
+  ck_assert_msg(devmm_resource_create_kind("helpers.heap", 0, half, 1, &r) == DEVMM_OK, "%s",
+                devmm_last_error());
+  snprintf(want, sizeof want, "helpers.heap(flag=0,size=%zu", d.info.total_bytes / 4);
+  ck_assert_msg(strncmp(devmm_resource_name(r), want, strlen(want)) == 0, "%s",
+                devmm_resource_name(r));
+  devmm_resource_release(r);
+  unlink(cfgpath);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to) {
   FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
   ck_assert(a && b);
@@ -1391,6 +1416,7 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_helpers_two_files_and_cpp);
   tcase_add_test(tc, plugin_helpers_small_host_table);
   tcase_add_test(tc, plugin_factory_fails_silently);
+  tcase_add_test(tc, plugin_kinds_only_percent_size);
   tcase_add_test(tc, plugin_on_demand_refusal_said);
   suite_add_tcase(s, tc);
   return s;

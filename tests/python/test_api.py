@@ -111,6 +111,16 @@ def test_vendor_device_type_round_trip():
         devmm.empty(3, device="device14:0")
 
 
+def test_mrs_after_a_plain_import():
+    """plugins.md's Python lines run as written: `import devmm` then `devmm.mrs...` (review
+    finding 3: AttributeError: module 'devmm' has no attribute 'mrs')."""
+    code = ("import devmm; r = devmm.mrs.create_resource('cpu.aligned', alignment=4096); "
+            "print(r.name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "cpu.aligned(4096)", out.stderr
+
+
 def test_from_buffer_view_bounds():
     b = devmm.Buffer(64)
     v = devmm.from_buffer_view(b, (2, 2), "float32", strides=(4, 1), offset=8)
