@@ -998,6 +998,40 @@ START_TEST(plugin_kinds_only_percent_size) {
 }
 END_TEST
 
+/* The first directory that has the file decides: a refused copy there hides a valid copy later
+ * in the path (fail closed, documented in plugins.md; review finding 14). */
+START_TEST(plugin_refused_copy_shadows_a_later_one) {
+  isolate();
+  char top[TESTRES_PATH_MAX], d1[TESTRES_PATH_MAX + 8], d2[TESTRES_PATH_MAX + 8];
+  char so[TESTRES_PATH_MAX + 32], src[1024], text[3 * TESTRES_PATH_MAX];
+  testres_mkdtemp(top, sizeof top, "shadow");
+  ck_assert_int_eq(chmod(top, 0755), 0);
+  snprintf(d1, sizeof d1, "%s/d1", top);
+  snprintf(d2, sizeof d2, "%s/d2", top);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  ck_assert_int_eq(mkdir(d1, 0755), 0);
+  ck_assert_int_eq(mkdir(d2, 0755), 0);
+  ck_assert_int_eq(chmod(d1, 0777), 0);
+  ck_assert_int_eq(chmod(d2, 0755), 0);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", d1);
+  testres_copy_file(src, so, 0755);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", d2);
+  testres_copy_file(src, so, 0755);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s, %s\n", d1, d2);
+  const char *cfg = write_temp(text);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st = plugin_named("faulty");
+  ck_assert_int_eq(st.loaded, 0);
+  char want[TESTRES_PATH_MAX + 64];
+  snprintf(want, sizeof want, "refusing plugin directory '%s': it is writable by others", d1);
+  ck_assert_msg(strstr(st.error, want) != NULL, "%s", st.error);
+  ck_assert_int_eq(chmod(d1, 0755), 0);
+  snprintf(text, sizeof text, "rm -rf '%s'", top);
+  ck_assert_int_eq(system(text), 0);
+  unlink(cfg);
+}
+END_TEST
+
 static void copy_file(const char *from, const char *to) {
   FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
   ck_assert(a && b);
@@ -1417,6 +1451,7 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_helpers_small_host_table);
   tcase_add_test(tc, plugin_factory_fails_silently);
   tcase_add_test(tc, plugin_kinds_only_percent_size);
+  tcase_add_test(tc, plugin_refused_copy_shadows_a_later_one);
   tcase_add_test(tc, plugin_on_demand_refusal_said);
   suite_add_tcase(s, tc);
   return s;
