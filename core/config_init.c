@@ -20,6 +20,9 @@
 #define MAX_FILE (1 << 20) /* a devmm.ini is a few hundred bytes; refuse what cannot be one */
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The state this thread's devmm_init is building, or the current one while this thread holds
+ * state_lock for an on-demand load: what host->device_total reads without taking a lock. */
+static _Thread_local devmm__state *building;
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static devmm__state *current;
 static atomic_int initialized;
@@ -156,6 +159,8 @@ static char **plugin_dirs(const devmm__config *c, size_t *n) {
   for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && !oom;
        t = strtok_r(NULL, ":", &save)) {
     char *full = absolute(t);
+    if (full)
+      devmm__path_tidy(full);
     char **grown = full ? realloc(dirs, (*n + 1) * sizeof *dirs) : NULL;
     oom = !grown;
     if (grown)
@@ -298,12 +303,14 @@ static int build(const char *path, devmm__state **out) {
   int rc = load_config(path, &s->c);
   if (!rc && s->c.log_level >= 0)
     devmm__set_log_level(s->c.log_level);
+  building = s;
   if (!rc)
     rc = load_plugins(s);
   for (size_t i = 0; !rc && i < s->c.nsections; i++)
     rc = devmm__check_section(s, &s->c.sections[i]);
   if (!rc)
     rc = build_devices(s);
+  building = NULL;
   if (rc) {
     state_free(s);
     return rc;
@@ -418,6 +425,36 @@ __attribute__((constructor)) static void install_registry_hook(void) {
   devmm__registry_set_miss_hook(on_registry_miss);
 }
 
+/* ================================================================ the device_total service */
+
+int devmm__device_total(devmm_device device, size_t *total_bytes) {
+  if (!total_bytes)
+    return devmm_set_error(DEVMM_EINVAL, "device_total: total_bytes is NULL");
+  *total_bytes = 0;
+  devmm__state *s = building;
+  if (!s)
+    pthread_mutex_lock(&state_lock);
+  const devmm__state *st = s ? s : current;
+  int found = 0;
+  for (size_t i = 0; st && !found && i < st->nplugins; i++) /* the first enumerating it owns it */
+    for (size_t k = 0; !found && st->plugins[i]->desc && k < st->plugins[i]->ndevices; k++) {
+      const devmm_device_info *d = &st->plugins[i]->devices[k];
+      if (d->device.device_type == device.device_type && d->device.device_id == device.device_id) {
+        found = 1;
+        *total_bytes = d->total_bytes;
+      }
+    }
+  if (!s)
+    pthread_mutex_unlock(&state_lock);
+  if (*total_bytes)
+    return DEVMM_OK;
+  char name[32];
+  devmm_device_format(device, name, sizeof name);
+  return devmm_set_error(DEVMM_ENOENT, "device %s: %s", name,
+                         found ? "its plugin does not know its total memory"
+                               : "no loaded plugin enumerates it");
+}
+
 /* ================================================================ kinds on demand */
 
 /* A kind whose plugin the configuration did not name ("cuda.async" with only cpu loaded): load
@@ -440,23 +477,33 @@ static const devmm_resource_kind *load_for_kind(devmm__state *s, const char *kin
   if (!p)
     return NULL;
   s->plugins[s->nplugins++] = p;
-  if (!p->desc) {
-    devmm__log(DEVMM_LOG_INFO, NULL, "plugin '%s' (for %s) not loaded: %s", name, kind, p->error);
+  if (!p->desc) { /* refused or broken: warn, as for a configured plugin; absent: asked, answered */
+    devmm__log(p->missing ? DEVMM_LOG_INFO : DEVMM_LOG_WARN, NULL,
+               "plugin '%s' (for %s) not loaded: %s", name, kind, p->error);
     return NULL;
   }
   return devmm__find_kind(s, kind, NULL);
 }
 
-/* The kind (loading its plugin on demand), or NULL with the kinds on offer in avail. */
-static const devmm_resource_kind *kind_named(const char *kind, char *avail, size_t cap) {
+/* The kind (loading its plugin on demand), or NULL with the kinds on offer in avail and, when
+ * the plugin its name starts with failed to load, why in `why` ("" otherwise). */
+static const devmm_resource_kind *kind_named(const char *kind, char *avail, size_t cap, char *why,
+                                             size_t whycap) {
   pthread_mutex_lock(&init_lock); /* may add a plugin to the state: no devmm_init meanwhile */
   pthread_mutex_lock(&state_lock);
   const devmm_resource_kind *k = current ? devmm__find_kind(current, kind, NULL) : NULL;
+  building = current; /* a plugin loaded here may ask for a device's total: no lock again */
   if (!k && current)
     k = load_for_kind(current, kind);
-  avail[0] = '\0';
-  for (size_t p = 0; !k && current && p < current->nplugins; p++)
-    devmm__append_kinds(avail, cap, current->plugins[p]->desc);
+  building = NULL;
+  avail[0] = why[0] = '\0';
+  size_t pl = strcspn(kind, ".");
+  for (size_t p = 0; !k && current && p < current->nplugins; p++) {
+    const devmm__plugin *pp = current->plugins[p];
+    devmm__append_kinds(avail, cap, pp->desc);
+    if (!pp->desc && kind[pl] == '.' && strlen(pp->name) == pl && !strncmp(pp->name, kind, pl))
+      snprintf(why, whycap, "plugin '%s' could not be loaded: %s; ", pp->name, pp->error);
+  }
   pthread_mutex_unlock(&state_lock);
   pthread_mutex_unlock(&init_lock);
   return k;
@@ -471,12 +518,12 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
     return devmm_set_error(DEVMM_EINVAL, "devmm_resource_create_kind: %s is NULL",
                            !kind ? "kind" : "options");
   devmm__ensure_init();
-  char avail[512];
-  const devmm_resource_kind *k = kind_named(kind, avail, sizeof avail);
+  char avail[512], why[DEVMM__MSG_MAX];
+  const devmm_resource_kind *k = kind_named(kind, avail, sizeof avail, why, sizeof why);
   if (!k)
     return devmm_set_error(DEVMM_ENOENT,
-                           "unknown resource kind '%.64s': the loaded plugins offer %s", kind,
-                           *avail ? avail : "none");
+                           "unknown resource kind '%.64s': %sthe loaded plugins offer %s", kind,
+                           why, *avail ? avail : "none");
   for (size_t i = 0; i < noptions; i++) {
     if (!options[i].key || !options[i].value)
       return devmm_set_error(DEVMM_EINVAL, "%s: option #%zu has a NULL key or value", kind, i);
@@ -497,6 +544,16 @@ int devmm_resource_create_kind(const char *kind, int32_t device_id, const devmm_
   if (rc && *out) {
     devmm_resource_release(*out);
     *out = NULL;
+  }
+  if (rc) { /* "<kind>: " in front unless the message starts with it, as for a device's error */
+    char msg[DEVMM__MSG_MAX];
+    if (*devmm_last_error())
+      snprintf(msg, sizeof msg, "%s", devmm_last_error());
+    else
+      devmm__factory_silent(rc, msg, sizeof msg);
+    size_t kl = strlen(kind);
+    int named = strncmp(msg, kind, kl) == 0 && (msg[kl] == ':' || msg[kl] == ' ');
+    return devmm_set_error(rc, "%s%s%s", named ? "" : kind, named ? "" : ": ", msg);
   }
   return rc;
 }

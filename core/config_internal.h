@@ -71,6 +71,10 @@ int devmm__config_parse(const char *text, size_t len, const char *source, const 
 void devmm__config_free(devmm__config *c);
 /* The option `key` of a section (NULL if absent or sec is NULL). */
 const devmm__kv *devmm__section_opt(const devmm__section *sec, const char *key);
+/* Tidies an absolute path in place, as written, without touching the file system: "//" and
+ * "/./" become "/", a trailing "/." or "/" goes ("/" stays "/"). ".." is kept: only the file
+ * system knows what it means under a link. Returns path. */
+char *devmm__path_tidy(char *path);
 /* Splits "a, b ,c" into a new array of trimmed strings (blank items skipped); -1 if out of
  * memory (what was split so far is in *out). */
 int devmm__split_list(const char *text, char ***out, size_t *n);

@@ -227,8 +227,27 @@ static void on_section(parser *p, const char *name) {
 
 /* ---------------------------------------------------------------- keys */
 
+char *devmm__path_tidy(char *path) {
+  char *w = path;
+  for (const char *r = path; *r;) {
+    if (r[0] == '/' && (r[1] == '/' || (r[1] == '.' && (r[2] == '/' || !r[2])))) {
+      r += r[1] == '/' ? 1 : 2; /* drop one "/" or one "/." */
+      continue;
+    }
+    *w++ = *r++;
+  }
+  *w = '\0';
+  while (w - path > 1 && w[-1] == '/')
+    *--w = '\0';
+  if (w == path) { /* "/." or "//." tidied away entirely: the root */
+    path[0] = '/';
+    path[1] = '\0';
+  }
+  return path;
+}
+
 /* plugin_path = a, b:c — commas and colons separate entries; relative ones join the file's
- * directory (dropped when there is none). */
+ * directory (dropped when there is none); each is tidied (devmm__path_tidy). */
 static int on_plugin_path(parser *p, const char *value) {
   char **raw = NULL;
   size_t n = 0;
@@ -243,7 +262,7 @@ static int on_plugin_path(parser *p, const char *value) {
         snprintf(full, sizeof full, "%s%s%s", p->c->dir, strcmp(p->c->dir, "/") ? "/" : "", t);
       else
         continue;
-      oom = append_copy(&p->c->paths, &p->c->npaths, full) != 0;
+      oom = append_copy(&p->c->paths, &p->c->npaths, devmm__path_tidy(full)) != 0;
     }
   }
   devmm__free_list(raw, n); /* what was split, even when memory ran out */

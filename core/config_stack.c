@@ -375,8 +375,12 @@ static int run_factory(devmm__state *s, devmm__dstate *ds, const devmm__section 
   char msg[DEVMM__MSG_MAX];
   if (frc == DEVMM_OK && *r)
     return DEVMM_OK;
-  snprintf(msg, sizeof msg, "%s",
-           *devmm_last_error() ? devmm_last_error() : "the factory returned no resource");
+  if (frc != DEVMM_OK && !*devmm_last_error())
+    devmm__factory_silent(frc, msg, sizeof msg);
+  else
+    snprintf(msg, sizeof msg, "%s",
+             frc == DEVMM_OK ? "the factory reported success but returned no resource"
+                             : devmm_last_error());
   devmm_resource_release(*r);
   *r = NULL;
   if ((frc == DEVMM_EINVAL || frc == DEVMM_ECONFIG) && sec) {
@@ -388,7 +392,7 @@ static int run_factory(devmm__state *s, devmm__dstate *ds, const devmm__section 
                            option_line(sec, opts, n, msg), name, sec->wildcard ? ":*" : "", msg);
   }
   char full[DEVMM__MSG_MAX + 128];
-  const char *why = frc == DEVMM_OK ? "the factory returned no resource" : msg;
+  const char *why = msg;
   size_t kl = strlen(k->name); /* "<kind>: " unless the plugin's message starts with it */
   int named = strncmp(why, k->name, kl) == 0 && (why[kl] == ':' || why[kl] == ' ');
   snprintf(full, sizeof full, "%.100s%s%s", named ? "" : k->name, named ? "" : ": ", why);

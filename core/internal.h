@@ -158,7 +158,14 @@ typedef struct devmm__plugin {
   size_t nkinds;
   devmm_resource_kind *kinds;
   int config_failed, config_line; /* its [plugin <name>] options were refused (at that line) */
+  int missing; /* no such file in the plugin path (not refused, not broken: simply absent) */
 } devmm__plugin;
+/* The host service device_total (config_init.c): the total bytes of a device as its owning
+ * plugin enumerated it, from the state this thread is building or the current one. */
+int devmm__device_total(devmm_device device, size_t *total_bytes);
+/* "the factory failed with DEVMM_X (text) and set no message" into buf: a factory that
+ * returned `status` without host->set_error. Returns buf. */
+const char *devmm__factory_silent(int status, char *buf, size_t cap);
 /* The smallest devmm_resource_kind a plugin may give: ABI 1.0's, up to its factory. */
 #define DEVMM__KIND_MIN_SIZE (offsetof(devmm_resource_kind, create) + sizeof(void (*)(void)))
 /* Loads the plugin `name` (a short name, or an absolute path) searching dirs (NULL-terminated),

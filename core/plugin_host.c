@@ -41,11 +41,18 @@ static const devmm_host_services host = {
     .parse_size = devmm_parse_size,
     .parse_bool = host_parse_bool,
     .last_error = devmm_last_error,
+    .device_total = devmm__device_total,
 };
 
 const devmm_host_services *devmm__host(void) { return &host; }
 
 /* ------------------------------------------------------------------ records */
+
+const char *devmm__factory_silent(int status, char *buf, size_t cap) {
+  snprintf(buf, cap, "the factory failed with %s (%s) and set no message",
+           devmm_status_name(status), devmm_strerror(status));
+  return buf;
+}
 
 static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt_dup(const char *fmt, ...) {
@@ -101,25 +108,72 @@ static char *check_not_writable(const char *what, const char *path) {
   return NULL;
 }
 
-/* Checks every directory from / down to `real` (an absolute path without links, from realpath),
- * then `real` itself as `what`: a directory on the way that someone else controls could swap the
- * file for another. */
-static char *check_chain(const char *what, const char *real) {
-  char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", real) >= (int)sizeof buf)
-    return fmt_dup("path '%.256s...' is too long", real);
+/* Walks `path` (absolute, as given) component by component with lstat, as the kernel would
+ * resolve it, and checks what it passes: every directory with check_not_writable, the last
+ * component as `what`, and every symbolic link, whose owner must be root or this user (in a
+ * sticky directory its owner may swap it for a link to anything; sudo and OpenSSH refuse such
+ * links too). A link's target continues the walk, so the directories a link leads to, and the
+ * directory a link sits in, are all checked. Nothing is opened. */
+static char *check_walk(const char *what, const char *path) {
+  char done[4096] = "", rest[4096], target[4096];
+  if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
+    return fmt_dup("path '%.256s...' is too long", path);
   char *err = check_not_writable("plugin directory", "/");
-  for (char *s = strchr(buf + 1, '/'); !err && s; s = strchr(s + 1, '/')) {
-    *s = '\0';
-    err = check_not_writable("plugin directory", buf);
-    *s = '/';
+  for (int hops = 0; !err;) {
+    char *c = rest;
+    while (*c == '/')
+      c++;
+    if (!*c)
+      return NULL;
+    size_t clen = strcspn(c, "/");
+    char *next = c + clen;
+    while (*next == '/')
+      next++;
+    int last = !*next;
+    if ((clen == 1 && c[0] == '.') || (clen == 2 && c[0] == '.' && c[1] == '.')) {
+      char *up = clen == 2 ? strrchr(done, '/') : NULL;
+      if (up) /* done has no links: its parent is the real parent */
+        *up = '\0';
+      memmove(rest, next, strlen(next) + 1);
+      continue;
+    }
+    char cand[4096];
+    if (snprintf(cand, sizeof cand, "%s/%.*s", done, (int)clen, c) >= (int)sizeof cand)
+      return fmt_dup("path '%.256s...' is too long", path);
+    struct stat st;
+    if (lstat(cand, &st) != 0)
+      return fmt_dup("cannot stat %s '%s': %s", last ? what : "plugin directory", cand,
+                     strerror(errno));
+    if (S_ISLNK(st.st_mode)) {
+      if (st.st_uid != 0 && st.st_uid != geteuid())
+        return fmt_dup("refusing plugin link '%s': it is a symbolic link owned by uid %u, neither "
+                       "root nor this user",
+                       cand, (unsigned)st.st_uid);
+      if (++hops > 40)
+        return fmt_dup("cannot resolve '%s': too many levels of symbolic links", path);
+      ssize_t n = readlink(cand, target, sizeof target - 1);
+      if (n <= 0)
+        return fmt_dup("cannot read the link '%s': %s", cand, n ? strerror(errno) : "empty");
+      target[n] = '\0';
+      char joined[4096];
+      if (snprintf(joined, sizeof joined, "%s/%s", target, next) >= (int)sizeof joined)
+        return fmt_dup("path '%.256s...' is too long", path);
+      memcpy(rest, joined, strlen(joined) + 1);
+      if (target[0] == '/')
+        done[0] = '\0';
+      continue;
+    }
+    err = check_not_writable(last ? what : "plugin directory", cand);
+    memcpy(done, cand, strlen(cand) + 1);
+    memmove(rest, next, strlen(next) + 1);
   }
-  return err || strcmp(real, "/") == 0 ? err : check_not_writable(what, real);
+  return err;
 }
 
 /* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
-static char *resolve(const char *name, const char *const *dirs, char **error) {
+static char *resolve(const char *name, const char *const *dirs, char **error, int *missing) {
   *error = NULL;
+  *missing = 0;
   if (!*name) {
     *error = fmt_dup("empty plugin name");
     return NULL;
@@ -129,6 +183,7 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
     snprintf(candidate, sizeof candidate, "%s", name);
     if (access(candidate, F_OK) != 0) {
       *error = fmt_dup("plugin file '%s' does not exist", name);
+      *missing = 1;
       return NULL;
     }
   } else {
@@ -154,6 +209,7 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
       }
       *error = fmt_dup("plugin '%s' not found: no devmm-%s.so in the plugin path (%s)", name, name,
                        *searched ? searched : "empty");
+      *missing = 1;
       return NULL;
     }
   }
@@ -162,23 +218,9 @@ static char *resolve(const char *name, const char *const *dirs, char **error) {
     *error = fmt_dup("cannot resolve plugin file '%s': %s", candidate, strerror(errno));
     return NULL;
   }
-  /* the file and every directory above it, and every directory above the one it was found in
-   * (where a link to it may live) */
-  char *cdir = devmm__strdup(candidate);
-  char *cslash = cdir ? strrchr(cdir, '/') : NULL;
-  if (cslash)
-    *(cslash == cdir ? cslash + 1 : cslash) = '\0';
-  char *creal = cdir ? realpath(cdir, NULL) : NULL;
-  if (!cdir)
-    *error = fmt_dup("out of memory");
-  else if (!creal)
-    *error = fmt_dup("cannot resolve plugin directory '%s': %s", cdir, strerror(errno));
-  if (!*error)
-    *error = check_chain("plugin file", real);
-  if (!*error)
-    *error = check_chain("plugin directory", creal);
-  free(cdir);
-  free(creal);
+  /* the path as given, every link on it and every directory it passes through, down to the real
+   * file; only then is anything opened */
+  *error = check_walk("plugin file", candidate);
   if (*error) {
     free(real);
     return NULL;
@@ -322,7 +364,7 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
     return NULL;
   }
   char *err = NULL;
-  p->path = resolve(name, dirs, &err);
+  p->path = resolve(name, dirs, &err, &p->missing);
   if (!p->path)
     return fail(p, err);
   lt_dlhandle h;

@@ -92,4 +92,34 @@ expect 0 "(none)" --config "$tmp/nodevice.ini"
 expect 2 "check: no device to check" --check --config "$tmp/nodevice.ini"
 expect 2 "strict: no device" --strict --config "$tmp/nodevice.ini"
 expect 1 "unknown argument" --bogus
+# review of the SDK (work/2026-12-sdk/review.md, findings 10, 11, 13)
+expect 1 "devmm-info: --config needs a FILE" --config
+# --json with an invalid configuration: a JSON error object on stdout, the text on stderr, exit 1
+set +e
+"$info" --json --config "$tmp/bad.ini" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "--json, invalid config: exit $rc, expected 1"
+/usr/bin/python3 - "$tmp/out" <<'PY' || fail "--json, invalid config: $(cat "$tmp/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["error"]["status"] == "DEVMM_ECONFIG", d
+assert "bad.ini:3: unknown key 'bogus'" in d["error"]["message"], d
+PY
+grep -q "bad.ini:3: unknown key 'bogus'" "$tmp/err" || fail "--json, invalid config, stderr: $(cat "$tmp/err")"
+# a device enumerated twice belongs to the first plugin: the second owns none; one kind, singular;
+# a plugin named by its absolute path shows its short name
+printf '[devmm]\nplugins = cpu, faulty, %s/devmm-helpers.so\nplugin_path = %s\n' "$faults" "$faults" \
+  >"$tmp/dup.ini"
+expect 0 "^  faulty .*ABI" --config "$tmp/dup.ini"
+grep -A1 "^  faulty " "$tmp/out" | grep -q "loaded: 0 devices, 1 resource kind;" ||
+  fail "duplicate device: $(cat "$tmp/out")"
+grep -Eq "^  helpers +0.0.1 +ABI 1.0  $faults/devmm-helpers.so$" "$tmp/out" ||
+  fail "absolute plugin name: $(cat "$tmp/out")"
+# free memory 0 means unknown (plugin.h): faulty's cpu:0, without the cpu plugin, says neither
+printf '[devmm]\nplugins = faulty\nplugin_path = %s\n' "$faults" >"$tmp/unknown.ini"
+expect 0 "memory: total unknown, free unknown; plugin faulty" --config "$tmp/unknown.ini"
+# search paths as written, tidied: no "/./", no "//", no trailing "/"
+printf '[devmm]\nplugins = cpu, absent\nplugin_path = ./plug/./, .//plug2/\n' >"$tmp/conf/tidy.ini"
+expect 0 "absent  *FAILED" --config "$tmp/conf/tidy.ini"
+grep -q "$tmp/conf/plug:$tmp/conf/plug2:" "$tmp/out" || fail "search path not tidy: $(cat "$tmp/out")"
 echo "devmm-info: ok"

@@ -40,7 +40,7 @@ grep -q "check: allocate/write/read/free 1 MiB through statistics(example.arena(
 grep -Eq "^  example.arena +cpu +a bump allocator over one block$" <<<"$out" ||
   { echo "FAIL: the kind's description is not shown"; exit 1; }
 grep -Eq "^ +size: the block's size" <<<"$out" || { echo "FAIL: the kind's option is not shown"; exit 1; }
-grep -A1 "^  example " <<<"$out" | grep -Eq "^ +loaded: 0 devices, 1 resource kinds$" ||
+grep -A1 "^  example " <<<"$out" | grep -Eq "^ +loaded: 0 devices, 1 resource kind$" ||
   { echo "FAIL: a kinds-only plugin should load with 0 devices and no complaint"; exit 1; }
 echo "example plugin: built against the installed SDK, loaded and used: ok"
 
@@ -48,12 +48,24 @@ echo "example plugin: built against the installed SDK, loaded and used: ok"
 plugindir=$(pkg-config --variable=plugindir devmm)
 case $plugindir in "$tmp/root"/*) ;; *) plugindir="$tmp/root$plugindir" ;; esac
 [ -f "$plugindir/devmm-cpu.so" ] || { echo "FAIL: plugindir '$plugindir' has no devmm-cpu.so"; exit 1; }
+# the example's meson.build (as plugins.md shows it) installs into plugindir itself
+DESTDIR="$tmp/vendor" meson install -C "$tmp/example/build" --quiet >/dev/null
+installed=$(find "$tmp/vendor" -name devmm-example.so -print -quit)
+case $installed in
+  */"$(basename "$(dirname "$plugindir")")"/devmm/devmm-example.so) ;;
+  *) echo "FAIL: meson install put the example at '$installed', not under plugindir '$plugindir'"; exit 1 ;;
+esac
 install -m 644 "$so" "$plugindir/"
 chmod -R go-w "$tmp"
 printf '[devmm]\nplugins = cpu, example\n\n[device cpu]\nresource = example.arena\n' >"$tmp/installed.ini"
 out=$(DEVMM_PLUGIN_PATH="$plugindir" "$build/tools/devmm-info" --check --strict --config "$tmp/installed.ini")
 grep -q "stack: example.arena(67108864)" <<<"$out" || { echo "FAIL: installed plugin: $out"; exit 1; }
 echo "example plugin: installed into pkg-config's plugindir and found there: ok"
+# a percentage of cpu:0, the cpu plugin's device, through host->device_total (review, 14)
+sed 's/^resource = example.arena$/resource = example.arena\nsize = 1%/' "$tmp/installed.ini" >"$tmp/percent.ini"
+out=$(DEVMM_PLUGIN_PATH="$plugindir" "$build/tools/devmm-info" --check --strict --config "$tmp/percent.ini")
+grep -Eq "stack: example.arena\([1-9][0-9]{5,}\)" <<<"$out" || { echo "FAIL: size = 1%: $out"; exit 1; }
+echo "example plugin: size = 1% of the cpu plugin's device: ok"
 # a bad option value: the plugin's message (through devmm_option_size), with the file and line
 printf 'size = 64 MeB\n' >>"$tmp/installed.ini"
 set +e
@@ -61,7 +73,8 @@ err=$(DEVMM_PLUGIN_PATH="$plugindir" "$build/tools/devmm-info" --check --config 
 rc=$?
 set -e
 [ $rc -ne 0 ] || { echo "FAIL: a bad size passed: $err"; exit 1; }
-grep -q "installed.ini:.*size = 64 MeB: " <<<"$err" || { echo "FAIL: bad size message: $err"; exit 1; }
+grep -q "installed.ini:.*size: bad size '64 MeB'" <<<"$err" || { echo "FAIL: bad size message: $err"; exit 1; }
+grep -q "size = 64 MeB" <<<"$err" && { echo "FAIL: the value is printed twice: $err"; exit 1; }
 grep -q "example.arena: example.arena" <<<"$err" && { echo "FAIL: doubled prefix: $err"; exit 1; }
 echo "example plugin: a bad option value is refused with its file and line: ok"
 

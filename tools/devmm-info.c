@@ -16,13 +16,42 @@ static void usage(FILE *f) {
   fputs("usage: devmm-info [--config FILE] [--check] [--json] [--strict]\n"
         "  --config FILE  read FILE instead of the usual lookup\n"
         "  --check        allocate, write, read back and free 1 MiB on every device\n"
-        "  --json         print JSON instead of text\n"
+        "  --json         print JSON instead of text (an invalid configuration: {\"error\":\n"
+        "                 {\"status\", \"message\"}} on stdout, the message on stderr too)\n"
         "  --strict       exit 2 if a plugin failed to load, a device has no resource, or\n"
         "                 there is no device\n"
         "exit status: 0 fine; 1 the configuration (or the command line) is invalid, with\n"
         "file:line; 2 it is valid but does not fully work: a --check failed, --check or\n"
         "--strict found no device, or (--strict) a plugin or a device's resource failed\n",
         f);
+}
+
+static void json_string(const char *s) {
+  putchar('"');
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+    if (*c == '"' || *c == '\\')
+      printf("\\%c", *c);
+    else if (*c < 0x20)
+      printf("\\u%04x", *c);
+    else
+      putchar(*c);
+  putchar('"');
+}
+
+/* A plugin as devmm.ini names it, short: "/opt/x/devmm-foo.so" is "foo" (its path is shown
+ * beside it). */
+static const char *short_name(const char *name, char *buf, size_t cap) {
+  const char *base = strrchr(name, '/');
+  if (!base)
+    return name;
+  base++;
+  if (strncmp(base, "devmm-", 6) == 0)
+    base += 6;
+  size_t n = strlen(base);
+  if (n > 3 && strcmp(base + n - 3, ".so") == 0)
+    n -= 3;
+  snprintf(buf, cap, "%.*s", (int)n, base);
+  return buf;
 }
 
 static void human(char *buf, size_t cap, size_t bytes) {
@@ -85,7 +114,11 @@ int main(int argc, char **argv) {
       strict = 1;
     else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
       config = argv[++i];
-    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    else if (strcmp(argv[i], "--config") == 0) {
+      fprintf(stderr, "devmm-info: --config needs a FILE\n");
+      usage(stderr);
+      return 1;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
     } else {
@@ -94,8 +127,14 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  if (devmm_init(config) != DEVMM_OK) {
+  int irc = devmm_init(config);
+  if (irc != DEVMM_OK) {
     fprintf(stderr, "devmm-info: invalid configuration: %s\n", devmm_last_error());
+    if (json) { /* a machine reading stdout gets JSON either way */
+      printf("{\"error\": {\"status\": \"%s\", \"message\": ", devmm_status_name(irc));
+      json_string(devmm_last_error());
+      puts("}}");
+    }
     return 1;
   }
   int failed_plugins = 0, failed_checks = 0, failed_devices = 0;
@@ -148,13 +187,21 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < np; i++) {
       devmm_plugin_status p;
       devmm_plugin_get(i, &p);
+      char sname[64];
+      const char *name = short_name(p.name, sname, sizeof sname);
+      size_t owned = 0; /* the devices it owns: a device two plugins enumerate is the first's */
+      for (size_t j = 0; j < nd; j++) {
+        devmm_device_status d;
+        devmm_device_get(j, &d);
+        owned += strcmp(d.plugin, p.name) == 0;
+      }
       if (p.loaded)
         printf(
-            "  %-8s %-8s ABI %u.%u  %s\n           loaded: %zu device%s, %zu resource kinds%s%s\n",
-            p.name, p.version, p.abi_major, p.abi_minor, p.path, p.ndevices,
-            p.ndevices == 1 ? "" : "s", p.nkinds, *p.error ? "; " : "", p.error);
+            "  %-8s %-8s ABI %u.%u  %s\n           loaded: %zu device%s, %zu resource kind%s%s%s\n",
+            name, p.version, p.abi_major, p.abi_minor, p.path, owned, owned == 1 ? "" : "s",
+            p.nkinds, p.nkinds == 1 ? "" : "s", *p.error ? "; " : "", p.error);
       else
-        printf("  %-8s FAILED: %s\n", p.name, p.error);
+        printf("  %-8s FAILED: %s\n", name, p.error);
     }
     printf("\nresource kinds:\n");
     devmm_kind_status ks;
@@ -175,13 +222,15 @@ int main(int argc, char **argv) {
       printf("  (none)\n");
     for (size_t i = 0; i < nd; i++) {
       devmm_device_status d;
-      char name[32], total[32], freeb[32];
+      char name[32], total[32], freeb[32], sname[64];
       devmm_device_get(i, &d);
       devmm_device_format(d.info.device, name, sizeof name);
-      human(total, sizeof total, d.info.total_bytes);
+      human(total, sizeof total, d.info.total_bytes); /* 0: unknown (plugin.h) */
       human(freeb, sizeof freeb, d.info.free_bytes);
-      printf("  %-8s %s\n           memory: %s total, %s free; plugin %s\n", name, d.info.name,
-             total, freeb, d.plugin);
+      printf("  %-8s %s\n           memory: %s%s, %s%s; plugin %s\n", name, d.info.name,
+             d.info.total_bytes ? total : "total ", d.info.total_bytes ? " total" : "unknown",
+             d.info.free_bytes ? freeb : "free ", d.info.free_bytes ? " free" : "unknown",
+             short_name(d.plugin, sname, sizeof sname));
       if (*d.error)
         printf("           stack: NONE: %s\n", d.error);
       else

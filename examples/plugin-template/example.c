@@ -71,8 +71,10 @@ static int arena_create(const devmm_host_services *h, int32_t device_id, const d
   if (device_id != 0)
     return h->set_error(DEVMM_EINVAL, "only cpu:0, not cpu:%d", (int)device_id);
   size_t size = 64u << 20;
-  if (devmm_option_size(h, opts, nopts, "size", 0, &size) != DEVMM_OK)
-    return DEVMM_EINVAL; /* "size = 64 MeB: ..." */
+  /* cpu:0 is the cpu plugin's: the host knows its total, for "size = 10%" */
+  size_t total = devmm_device_total(h, (devmm_device){DEVMM_DEVICE_CPU, 0});
+  if (devmm_option_size(h, opts, nopts, "size", total, &size) != DEVMM_OK)
+    return DEVMM_EINVAL; /* "size: bad size '64 MeB': ..." */
   if (size == 0)
     return h->set_error(DEVMM_EINVAL, "size = 0: the arena needs at least one byte");
   arena *a = calloc(1, sizeof *a);

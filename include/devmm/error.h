@@ -46,7 +46,8 @@ DEVMM_API void devmm_clear_error(void);
 DEVMM_API const char *devmm_status_name(int status);
 /* A short description of a status code ("out of memory"). */
 DEVMM_API const char *devmm_strerror(int status);
-/* Sets this thread's error (printf-style) and returns status: for resources and plugins. */
+/* Sets this thread's error (printf-style) and returns status: for code that links libdevmm
+ * (adaptors, applications). Plugins link nothing: they call host->set_error (plugin.h). */
 DEVMM_API int devmm_set_error(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

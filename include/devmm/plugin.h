@@ -80,6 +80,11 @@ typedef struct devmm_host_services {
   int (*parse_bool)(const char *text, int *out);
   /* The calling thread's current devmm error message. */
   const char *(*last_error)(void);
+  /* Appended (check struct_size): the total bytes of `device` as the plugin that owns it
+   * enumerated it, for a factory's percentage sizes when the device is another plugin's (a
+   * plugin that only adds kinds). DEVMM_ENOENT with a message when no loaded plugin enumerates
+   * it or its total is unknown (0). Callable from factories, configure and ops. */
+  int (*device_total)(devmm_device device, size_t *total_bytes);
 } devmm_host_services;
 
 /* A device as a plugin describes it. The host allocates it and sets struct_size; device_info

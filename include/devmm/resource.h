@@ -148,9 +148,11 @@ DEVMM_API int devmm_callback_resource_create_ex(devmm_callback_alloc_fn alloc,
  * a late free from another thread never enters a finalised interpreter. */
 DEVMM_API void devmm_callbacks_disable(void);
 
-/* Formats a device as "cpu", "cuda:0", "rocm:1", "sim:0", ... into buf. */
+/* Formats a device as "cpu", "cuda:0", "rocm:1", "sim:0", ... into buf; a type without a name
+ * (a plugin's own DLPack code) as "deviceT:N" ("device14:0"). */
 DEVMM_API int devmm_device_format(devmm_device d, char *buf, size_t cap);
-/* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0", "sim:1" ... */
+/* Parses "cpu", "cuda", "cuda:0", "rocm:1", "cuda_host", "cuda_managed:0", "sim:1",
+ * "device14:0" ...: whatever devmm_device_format writes for a type > 0. */
 DEVMM_API int devmm_device_parse(const char *text, devmm_device *d);
 /* 1 if the CPU can read and write the device's memory directly (cpu, cuda_host, rocm_host,
  * cuda_managed), else 0. */

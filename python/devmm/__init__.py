@@ -32,6 +32,7 @@ _LAZY = {
     "Strided": "layout",
     "snapshot": "timeline", "profile": "profile",
     "open_ipc": "ipc", "ipc": "ipc", "dask": "dask",
+    "mrs": "mrs",  # devmm.mrs.create_resource after a plain `import devmm`, as plugins.md shows
 }
 
 

@@ -659,7 +659,8 @@ START_TEST(plugin_factory_faults) {
   const char *null = config_with("factorynull", "[device cpu]\nresource = factorynull.heap\n");
   ck_assert_int_eq(devmm_init(null), DEVMM_OK);
   devmm_device_get(0, &d);
-  ck_assert_str_eq(d.error, "factorynull.heap: the factory returned no resource");
+  ck_assert_str_eq(d.error,
+                   "factorynull.heap: the factory reported success but returned no resource");
   ck_assert_int_eq(devmm_resource_create_kind("factorynull.heap", 0, NULL, 0, &r), DEVMM_EPLUGIN);
   ck_assert_error_contains("reported success but returned no resource");
   ck_assert_int_eq(devmm_resource_create_kind("cpu.malloc", 0, NULL, 0, &r), DEVMM_OK);
@@ -820,16 +821,214 @@ START_TEST(plugin_helpers_header) {
   devmm_resource_release(r);
   devmm_option bad_bool[] = {{"flag", "maybe", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_bool, 1, &r), DEVMM_EINVAL);
-  ck_assert_error_contains("flag = maybe: bad boolean 'maybe'");
+  ck_assert_error_contains("helpers.heap: flag: bad boolean 'maybe'");
   devmm_option bad_size[] = {{"size", "64 MeB", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, bad_size, 1, &r), DEVMM_EINVAL);
-  ck_assert_error_contains("size = 64 MeB: ");
+  ck_assert_error_contains("helpers.heap: size: bad size '64 MeB'"); /* the value once */
+  ck_assert_ptr_null(strstr(devmm_last_error(), "size = 64 MeB"));
   /* devmm_name_format truncates to the plugin's 48-byte buffer */
   devmm_option long_label[] = {{"label", "abcdefghijklmnopqrstuvwxyz", 0}};
   ck_assert_int_eq(devmm_resource_create_kind("helpers.heap", 0, long_label, 1, &r), DEVMM_OK);
   ck_assert_str_eq(devmm_resource_name(r), "helpers.heap(flag=0,size=4096,label=abcdefghijk");
   devmm_resource_release(r);
   unlink(cfgpath);
+}
+END_TEST
+
+/* The helper header in a plugin of two source files (one host table for both: the ops file's
+ * devmm_plugin_context used to dereference its own, NULL copy) and in a C++ plugin (the entry
+ * exported unmangled); review findings 4 and 5. */
+START_TEST(plugin_helpers_two_files_and_cpp) {
+  isolate();
+  const char *cfgpath = config_with("twofile", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("twofile").loaded, "%s", plugin_named("twofile").error);
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("twofile.heap", 0, NULL, 0, &r), DEVMM_OK);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM); /* ops.c's context */
+  ck_assert_error_contains("4097 bytes is over 4096");
+  ck_assert_int_eq(devmm_allocate(r, 64, 0, NULL, &p), DEVMM_OK);
+  devmm_deallocate(r, p, 64, 0, NULL);
+  devmm_resource_release(r);
+  unlink(cfgpath);
+  char so[1024];
+  snprintf(so, sizeof so, "%s/devmm-helperscpp.so", env_dir("DEVMM_TEST_PLUGINS"));
+  if (access(so, F_OK) != 0) {
+    testres_skip("plugin_helpers_two_files_and_cpp: no C++ compiler, so no %s", so);
+    return;
+  }
+  cfgpath = config_with("helperscpp", NULL);
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(plugin_named("helperscpp").loaded, "%s", plugin_named("helperscpp").error);
+  ck_assert_int_eq(devmm_resource_create_kind("helperscpp.heap", 0, NULL, 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r, 4097, 0, NULL, &p), DEVMM_ENOMEM);
+  ck_assert_error_contains("4097 bytes is over the size 4096");
+  devmm_resource_release(r);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* DEVMM_PLUGIN_DEFINE's entry, given a host table smaller than ABI 1.0's, says so (review
+ * finding 14: it returned NULL without a message, "(no reason given)"). */
+START_TEST(plugin_helpers_small_host_table) {
+  isolate();
+  char so[1024];
+  snprintf(so, sizeof so, "%s/devmm-helpers.so", env_dir("DEVMM_TEST_PLUGINS"));
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  devmm_plugin_entry_fn entry;
+  *(void **)&entry = dlsym(h, DEVMM_PLUGIN_ENTRY_SYMBOL);
+  ck_assert_ptr_nonnull(entry);
+  devmm_host_services small = {.struct_size = offsetof(devmm_host_services, last_error),
+                               .abi_major = 1,
+                               .set_error = devmm_set_error};
+  devmm_clear_error();
+  ck_assert_ptr_null(entry(DEVMM_PLUGIN_ABI_MAJOR, 0, &small));
+  ck_assert_error_contains("helpers: the host's services table has");
+  ck_assert_error_contains("this plugin needs ABI 1.0's");
+  dlclose(h);
+}
+END_TEST
+
+/* A factory that fails without a message: the status it returned is said, and that it set no
+ * message (review finding 7: "the factory returned no resource", the same as OK without a
+ * resource, and an empty message from devmm_resource_create_kind). */
+START_TEST(plugin_factory_fails_silently) {
+  isolate();
+  const char *cfg = config_with("factorysilent", "[device cpu]\nresource = factorysilent.heap\n");
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_device_status d;
+  devmm_device_get(0, &d);
+  ck_assert_str_eq(d.error, "factorysilent.heap: the factory failed with DEVMM_EDEVICE (device "
+                            "or driver error) and set no message");
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("factorysilent.heap", 0, NULL, 0, &r), DEVMM_EDEVICE);
+  ck_assert_str_eq(devmm_last_error(), "factorysilent.heap: the factory failed with "
+                                       "DEVMM_EDEVICE (device or driver error) and set no message");
+  unlink(cfg);
+  /* a factory's own message gets the kind's name in front, as an unknown option's does */
+  cfg = config_with("faulty", NULL);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_option maybe = {"flag", "maybe", 0};
+  ck_assert_int_eq(devmm_resource_create_kind("faulty.heap", 0, &maybe, 1, &r), DEVMM_EINVAL);
+  ck_assert_msg(strncmp(devmm_last_error(), "faulty.heap: ", 13) == 0, "%s", devmm_last_error());
+  unlink(cfg);
+}
+END_TEST
+
+/* A kind whose plugin could not be loaded on demand says why (review finding 6: only "unknown
+ * resource kind", with the reason logged at info level), and the refusal is logged at warn
+ * level; a plugin that is simply absent is said too, and logged at info only. */
+START_TEST(plugin_on_demand_refusal_said) {
+  isolate();
+  setenv("DEVMM_LOG_LEVEL", "warn", 1);
+  char dir[TESTRES_PATH_MAX], so[TESTRES_PATH_MAX + 20], src[1024], text[TESTRES_PATH_MAX + 64];
+  testres_mkdtemp(dir, sizeof dir, "od");
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", dir);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, so, 0755);
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu\nplugin_path = %s\n", dir);
+  const char *cfg = write_temp(text);
+  char logpath[TESTRES_PATH_MAX];
+  int logfd = testres_mkstemp(logpath, sizeof logpath, "log");
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(logfd, 2);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_resource *r;
+  int rc = devmm_resource_create_kind("faulty.heap", 0, NULL, 0, &r);
+  char err[2048];
+  snprintf(err, sizeof err, "%s", devmm_last_error());
+  int rc2 = devmm_resource_create_kind("absent.heap", 0, NULL, 0, &r);
+  char err2[2048];
+  snprintf(err2, sizeof err2, "%s", devmm_last_error());
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(logfd);
+  ck_assert_int_eq(rc, DEVMM_ENOENT);
+  char want[2 * TESTRES_PATH_MAX];
+  snprintf(want, sizeof want,
+           "unknown resource kind 'faulty.heap': plugin 'faulty' could not be loaded: refusing "
+           "plugin directory '%s': it is writable by others (mode 0777)",
+           dir);
+  ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "'%s' does not start '%s'", err, want);
+  ck_assert_ptr_nonnull(strstr(err, "; the loaded plugins offer cpu.malloc"));
+  ck_assert_int_eq(rc2, DEVMM_ENOENT);
+  ck_assert_msg(strstr(err2, "unknown resource kind 'absent.heap': plugin 'absent' could not be "
+                             "loaded: plugin 'absent' not found: no devmm-absent.so in the "
+                             "plugin path") != NULL,
+                "%s", err2);
+  const char *log = slurp_all(logpath);
+  ck_assert_msg(strstr(log, "warning: plugin 'faulty' (for faulty.heap) not loaded: refusing"),
+                "%s", log);
+  ck_assert_msg(strstr(log, "absent") == NULL, "%s", log);
+  unlink(logpath);
+  chmod(dir, 0755);
+  unlink(so);
+  rmdir(dir);
+  unlink(cfg);
+}
+END_TEST
+
+/* A plugin that only adds kinds for another plugin's device takes percentage sizes: the host's
+ * device_total service gives it the device's total (review finding 14: "a percentage needs the
+ * device's total memory, which is unknown here"). */
+START_TEST(plugin_kinds_only_percent_size) {
+  isolate();
+  const char *cfgpath =
+      config_with("helpers", "[device cpu]\nresource = helpers.heap\nsize = 50%\n");
+  ck_assert_msg(devmm_init(cfgpath) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  char want[128];
+  snprintf(want, sizeof want, "helpers.heap(flag=0,size=%zu", d.info.total_bytes / 2);
+  ck_assert_msg(strncmp(d.stack, want, strlen(want)) == 0, "'%s' ('%s')", d.stack, d.error);
+  devmm_option half[] = {{"size", "25%", 0}};
+  devmm_resource *r;
+  ck_assert_msg(devmm_resource_create_kind("helpers.heap", 0, half, 1, &r) == DEVMM_OK, "%s",
+                devmm_last_error());
+  snprintf(want, sizeof want, "helpers.heap(flag=0,size=%zu", d.info.total_bytes / 4);
+  ck_assert_msg(strncmp(devmm_resource_name(r), want, strlen(want)) == 0, "%s",
+                devmm_resource_name(r));
+  devmm_resource_release(r);
+  unlink(cfgpath);
+}
+END_TEST
+
+/* The first directory that has the file decides: a refused copy there hides a valid copy later
+ * in the path (fail closed, documented in plugins.md; review finding 14). */
+START_TEST(plugin_refused_copy_shadows_a_later_one) {
+  isolate();
+  char top[TESTRES_PATH_MAX], d1[TESTRES_PATH_MAX + 8], d2[TESTRES_PATH_MAX + 8];
+  char so[TESTRES_PATH_MAX + 32], src[1024], text[3 * TESTRES_PATH_MAX];
+  testres_mkdtemp(top, sizeof top, "shadow");
+  ck_assert_int_eq(chmod(top, 0755), 0);
+  snprintf(d1, sizeof d1, "%s/d1", top);
+  snprintf(d2, sizeof d2, "%s/d2", top);
+  snprintf(src, sizeof src, "%s/devmm-faulty.so", env_dir("DEVMM_TEST_PLUGINS"));
+  ck_assert_int_eq(mkdir(d1, 0755), 0);
+  ck_assert_int_eq(mkdir(d2, 0755), 0);
+  ck_assert_int_eq(chmod(d1, 0777), 0);
+  ck_assert_int_eq(chmod(d2, 0755), 0);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", d1);
+  testres_copy_file(src, so, 0755);
+  snprintf(so, sizeof so, "%s/devmm-faulty.so", d2);
+  testres_copy_file(src, so, 0755);
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s, %s\n", d1, d2);
+  const char *cfg = write_temp(text);
+  ck_assert_int_eq(devmm_init(cfg), DEVMM_OK);
+  devmm_plugin_status st = plugin_named("faulty");
+  ck_assert_int_eq(st.loaded, 0);
+  char want[TESTRES_PATH_MAX + 64];
+  snprintf(want, sizeof want, "refusing plugin directory '%s': it is writable by others", d1);
+  ck_assert_msg(strstr(st.error, want) != NULL, "%s", st.error);
+  ck_assert_int_eq(chmod(d1, 0755), 0);
+  snprintf(text, sizeof text, "rm -rf '%s'", top);
+  ck_assert_int_eq(system(text), 0);
+  unlink(cfg);
 }
 END_TEST
 
@@ -971,6 +1170,12 @@ START_TEST(plugin_trust_checks_the_whole_chain) {
     ck_assert_int_eq(setegid(65534), 0); /* now it is this process's own group: fine */
     ck_assert_str_eq(faulty_error(&c), "");
     ck_assert_int_eq(setegid(0), 0);
+    /* sticky: writable by any group (and by others) is fine, as documented (review finding 8) */
+    ck_assert_int_eq(chmod(c.mid, 01775), 0);
+    ck_assert_str_eq(faulty_error(&c), "");
+    ck_assert_int_eq(chmod(c.mid, 01772), 0);
+    ck_assert_str_eq(faulty_error(&c), "");
+    ck_assert_int_eq(chmod(c.mid, 0775), 0);
     ck_assert_int_eq(chown(c.mid, 0, 0), 0);
   }
   ck_assert_int_eq(chmod(c.mid, 0755), 0);
@@ -1022,6 +1227,66 @@ START_TEST(plugin_owned_by_another_user_refused) {
   snprintf(want, sizeof want, "refusing plugin file '%s': it is owned by uid 65534", c.so);
   ck_assert_refused(&c, want);
   chain_free(&c);
+}
+END_TEST
+
+/* A symbolic link on the path as given counts as what it stands for: one owned by another user
+ * than root or this one (in a sticky directory, where its owner may swap it) is refused before
+ * anything is loaded, for a link to the file and for a link to a directory (review finding 1). */
+START_TEST(plugin_link_owned_by_another_user_refused) {
+  if (geteuid() != 0) {
+    testres_skip("plugin_link_owned_by_another_user_refused: not root, so no link can be given "
+                 "to another user (chown -h)");
+    return;
+  }
+  isolate();
+  chain c;
+  char sticky[TESTRES_PATH_MAX + 16], link[TESTRES_PATH_MAX + 48], dirlink[TESTRES_PATH_MAX + 32];
+  char want[2 * TESTRES_PATH_MAX], top[TESTRES_PATH_MAX];
+  testres_mkdtemp(top, sizeof top, "lk");
+  snprintf(sticky, sizeof sticky, "%s/sticky", top);
+  chain_make(&c, sticky);
+  ck_assert_int_eq(chmod(top, 0755), 0);
+  ck_assert_int_eq(mkdir(sticky, 0755), 0);
+  ck_assert_int_eq(chmod(sticky, 01777), 0);
+  snprintf(link, sizeof link, "%s/devmm-faulty.so", sticky);
+  ck_assert_int_eq(symlink(c.so, link), 0);
+  ck_assert_str_eq(faulty_error(&c), ""); /* root's link: fine */
+  ck_assert_int_eq(lchown(link, 65534, 65534), 0);
+  snprintf(want, sizeof want,
+           "refusing plugin link '%s': it is a symbolic link owned by uid 65534, neither root nor "
+           "this user",
+           link);
+  ck_assert_refused(&c, want);
+  /* a link to something that is no plugin at all: refused before it is opened */
+  char other[TESTRES_PATH_MAX + 48], src[1024];
+  snprintf(other, sizeof other, "%s/devmm-noentry.so", c.leaf);
+  snprintf(src, sizeof src, "%s/devmm-noentry.so", env_dir("DEVMM_TEST_PLUGINS"));
+  testres_copy_file(src, other, 0755);
+  ck_assert_int_eq(unlink(link), 0);
+  ck_assert_int_eq(symlink(other, link), 0);
+  ck_assert_int_eq(lchown(link, 65534, 65534), 0);
+  ck_assert_refused(&c, want);
+  ck_assert_msg(dlopen(other, RTLD_LAZY | RTLD_NOLOAD) == NULL, "%s was loaded", other);
+  ck_assert_int_eq(unlink(link), 0);
+  /* a link to the plugin's directory, in the search path as given */
+  snprintf(dirlink, sizeof dirlink, "%s/dirlink", sticky);
+  ck_assert_int_eq(symlink(c.leaf, dirlink), 0);
+  ck_assert_int_eq(lchown(dirlink, 65534, 65534), 0);
+  char text[2 * TESTRES_PATH_MAX];
+  snprintf(text, sizeof text, "[devmm]\nplugins = cpu, faulty\nplugin_path = %s\n", dirlink);
+  unlink(c.cfg);
+  snprintf(c.cfg, sizeof c.cfg, "%s", write_temp(text));
+  snprintf(want, sizeof want,
+           "refusing plugin link '%s': it is a symbolic link owned by uid 65534, neither root nor "
+           "this user",
+           dirlink);
+  ck_assert_refused(&c, want);
+  ck_assert_int_eq(lchown(dirlink, 0, 0), 0);
+  ck_assert_str_eq(faulty_error(&c), "");
+  chain_free(&c);
+  snprintf(text, sizeof text, "rm -rf '%s'", top);
+  ck_assert_int_eq(system(text), 0);
 }
 END_TEST
 
@@ -1182,6 +1447,12 @@ Suite *plugins_suite(void) {
   tcase_add_test(tc, plugin_factory_message_prefixed_once);
   tcase_add_test(tc, plugin_shutdown_called_once_at_exit);
   tcase_add_test(tc, plugin_helpers_header);
+  tcase_add_test(tc, plugin_helpers_two_files_and_cpp);
+  tcase_add_test(tc, plugin_helpers_small_host_table);
+  tcase_add_test(tc, plugin_factory_fails_silently);
+  tcase_add_test(tc, plugin_kinds_only_percent_size);
+  tcase_add_test(tc, plugin_refused_copy_shadows_a_later_one);
+  tcase_add_test(tc, plugin_on_demand_refusal_said);
   suite_add_tcase(s, tc);
   return s;
 }
@@ -1191,6 +1462,7 @@ Suite *plugin_owner_suite(void) {
   Suite *s = suite_create("plugin_owner");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, plugin_owned_by_another_user_refused);
+  tcase_add_test(tc, plugin_link_owned_by_another_user_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -20,6 +20,7 @@
  *   FAULT_FACTORY_NAMED the factory fails with a message that already starts with the kind
  *   FAULT_KIND_NULL   a NULL pointer in the kinds array
  *   FAULT_KIND_SIZE   a kind whose struct_size is 8 (no kind is that small)
+ *   FAULT_FACTORY_SILENT the factory returns DEVMM_EDEVICE without setting a message
  * Each is built as devmm-<variant>.so under tests/plugins in the build tree. */
 #include <devmm/plugin.h>
 
@@ -48,6 +49,7 @@
 #define FAULT_FACTORY_NAMED 16
 #define FAULT_KIND_NULL 17
 #define FAULT_KIND_SIZE 18
+#define FAULT_FACTORY_SILENT 19
 
 #ifndef FAULT /* Meson passes both; these defaults only serve tools that read the file alone */
 #define FAULT FAULT_NONE
@@ -79,6 +81,9 @@ create(const devmm_host_services *h, int32_t id, const devmm_option *o, size_t n
   return h->set_error(DEVMM_EDEVICE, "simulated factory failure");
 #elif FAULT == FAULT_FACTORY_NAMED
   return h->set_error(DEVMM_EDEVICE, PLUGIN_NAME ".heap: simulated factory failure");
+#elif FAULT == FAULT_FACTORY_SILENT
+  (void)h;
+  return DEVMM_EDEVICE;
 #elif FAULT == FAULT_FACTORY_NULL
   (void)h;
   *out = NULL;

@@ -1,7 +1,8 @@
 /* A test plugin written only with <devmm/plugin_helpers.h>: DEVMM_PLUGIN_DEFINE for the entry,
- * devmm_plugin_context in the ops, devmm_option_size/_bool/_get for the options and
- * devmm_name_format for the resource's name. Kind helpers.heap on cpu:0, options flag (a
- * boolean, default 0), size (a size, default 4096), label (a string). Built as devmm-helpers.so. */
+ * devmm_plugin_context in the ops, devmm_option_size/_bool/_get for the options (devmm_device_total
+ * for percentages) and devmm_name_format for the resource's name. Kind helpers.heap on cpu:0,
+ * options flag (a boolean, default 0), size (a size, default 4096), label (a string). Built as
+ * devmm-helpers.so. */
 #include <devmm/plugin_helpers.h>
 
 #include <stdlib.h>
@@ -35,7 +36,8 @@ static int heap_create(const devmm_host_services *h, int32_t id, const devmm_opt
   (void)id;
   int flag = 0;
   size_t size = 4096;
-  if (devmm_option_bool(h, o, n, "flag", &flag) || devmm_option_size(h, o, n, "size", 0, &size))
+  size_t total = devmm_device_total(h, (devmm_device){DEVMM_DEVICE_CPU, 0}); /* for "50%" */
+  if (devmm_option_bool(h, o, n, "flag", &flag) || devmm_option_size(h, o, n, "size", total, &size))
     return DEVMM_EINVAL;
   const char *label = devmm_option_get(o, n, "label");
   heap *st = malloc(sizeof *st);

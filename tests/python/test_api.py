@@ -97,6 +97,30 @@ def test_empty_bad_layout_and_resource():
         devmm.empty(3, device="cuda:0")
 
 
+def test_vendor_device_type_round_trip():
+    """A plugin's own device type is written "deviceT:N" and read back (review finding 2)."""
+    from devmm.resource import format_device, parse_device
+    d = parse_device("device14:0")
+    assert (d.device_type, d.device_id) == (14, 0)
+    assert format_device(parse_device((14, 2))) == "device14:2"
+    for text in ("cpu", "cpu:1", "cuda:0", "cuda_host:0", "rocm_host:1", "sim:2", "device4:0"):
+        assert format_device(parse_device(text)) == text
+    with pytest.raises(ValueError, match=r"expected cpu\[:N\], .* or deviceT\[:N\]"):
+        parse_device("tpu:0")
+    with pytest.raises(devmm.DevmmError, match="no current resource for device device14:0"):
+        devmm.empty(3, device="device14:0")
+
+
+def test_mrs_after_a_plain_import():
+    """plugins.md's Python lines run as written: `import devmm` then `devmm.mrs...` (review
+    finding 3: AttributeError: module 'devmm' has no attribute 'mrs')."""
+    code = ("import devmm; r = devmm.mrs.create_resource('cpu.aligned', alignment=4096); "
+            "print(r.name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "cpu.aligned(4096)", out.stderr
+
+
 def test_from_buffer_view_bounds():
     b = devmm.Buffer(64)
     v = devmm.from_buffer_view(b, (2, 2), "float32", strides=(4, 1), offset=8)
