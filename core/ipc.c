@@ -122,6 +122,13 @@ int devmm_ipc_get_handle(devmm_resource *r, void *ptr, size_t bytes, devmm_ipc_h
   return DEVMM_OK;
 }
 
+/* 1 if the handle was made on this machine since its last boot (same boot id, and one known). */
+static int same_boot(const ipc_header *h) {
+  uint8_t here[16], zero[16] = {0};
+  boot_id(here);
+  return memcmp(here, zero, 16) != 0 && memcmp(here, h->boot_id, 16) == 0;
+}
+
 static int read_header(const devmm_ipc_handle *hd, ipc_header *h) {
   memcpy(h, hd->bytes, sizeof *h);
   if (h->magic != IPC_MAGIC)
@@ -147,19 +154,26 @@ int devmm_ipc_handle_info(const devmm_ipc_handle *hd, devmm_ipc_info *out) {
   if (!hd || !out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_ipc_handle_info: %s is NULL",
                            !hd ? "handle" : "out");
+  if (out->struct_size < sizeof(devmm_ipc_info))
+    return devmm_set_error(DEVMM_EINVAL,
+                           "devmm_ipc_handle_info: out->struct_size is %zu: set it to "
+                           "sizeof(devmm_ipc_info) (%zu bytes in this devmm)",
+                           out->struct_size, sizeof(devmm_ipc_info));
   ipc_header h;
   int rc = read_header(hd, &h);
   if (rc)
     return rc;
-  memset(out, 0, sizeof *out);
-  memcpy(out->kind, h.kind, sizeof out->kind);
-  out->device.device_type = h.device_type;
-  out->device.device_id = h.device_id;
-  out->bytes = h.bytes;
-  out->pid = h.pid;
-  uint8_t here[16], zero[16] = {0};
-  boot_id(here);
-  out->same_machine = memcmp(here, zero, 16) != 0 && memcmp(here, h.boot_id, 16) == 0;
+  size_t size = out->struct_size; /* a later caller's bigger struct: fill what this devmm has */
+  devmm_ipc_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = size;
+  memcpy(info.kind, h.kind, sizeof info.kind);
+  info.device.device_type = h.device_type;
+  info.device.device_id = h.device_id;
+  info.bytes = h.bytes;
+  info.pid = h.pid;
+  info.same_machine = same_boot(&h);
+  memcpy(out, &info, sizeof info);
   return DEVMM_OK;
 }
 
@@ -242,6 +256,12 @@ int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *hd, devmm_buffer *
   int rc = read_header(hd, &h);
   if (rc)
     return rc;
+  if (!same_boot(&h)) /* another machine's pid and descriptor name nothing here (finding 10) */
+    return devmm_set_error(DEVMM_EINVAL,
+                           "IPC handle of process %d (kind %s) was made on another machine, or "
+                           "before this machine's last boot (its boot id differs): it names "
+                           "nothing here; send such tensors by value",
+                           (int)h.pid, h.kind);
   devmm_resource *leaf;
   if (r) {
     leaf = sharing(r, h.kind);

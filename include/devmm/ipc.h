@@ -64,8 +64,10 @@ typedef struct devmm_resource_ipc_ops {
   int (*close)(devmm_resource *self, void *ptr, size_t bytes, void *token);
 } devmm_resource_ipc_ops;
 
-/* What a handle's header says. */
+/* What a handle's header says. Set struct_size to sizeof(devmm_ipc_info) before the call: fields
+ * are only appended, and devmm fills the ones that struct_size covers. */
 typedef struct devmm_ipc_info {
+  size_t struct_size;
   char kind[DEVMM_IPC_KIND_MAX]; /* the kind that made it */
   devmm_device device;
   uint64_t bytes;   /* size of the shared range */

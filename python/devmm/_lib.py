@@ -385,5 +385,6 @@ CONSTANTS: dict = _builtin("constants")()
 
 class IpcInfo(Structure):
     """devmm_ipc_info (ipc.h): what a handle's header says."""
-    _fields_ = [("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
+    _fields_ = [("struct_size", c_size_t),
+                ("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
                 ("bytes", c_uint64), ("pid", c_int32), ("same_machine", c_int)]
