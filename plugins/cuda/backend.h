@@ -68,6 +68,9 @@ typedef enum cudaMemoryAdvise gpuMemoryAdvise;
  * duplicate (it needs pidfd_getfd or SCM_RIGHTS); the code stays for that later work. */
 #define GPU_HAS_IPC 1
 #define GPU_HAS_POOL_IPC 0
+#define GPU_POOL_IPC_WHY                                                                           \
+  " yet: a pool's shareable handle is a driver descriptor, which only pidfd_getfd or a Unix "      \
+  "socket can pass to another process, and devmm does neither (ADR 33)"
 typedef cudaIpcMemHandle_t gpuIpcMemHandle_t;
 typedef struct cudaMemPoolPtrExportData gpuMemPoolPtrExportData;
 #define gpuIpcGetMemHandle cudaIpcGetMemHandle

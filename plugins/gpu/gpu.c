@@ -42,6 +42,9 @@
 #ifndef GPU_HAS_POOL_IPC
 #define GPU_HAS_POOL_IPC 0
 #endif
+#ifndef GPU_POOL_IPC_WHY /* why a runtime with pools cannot share them, for the message */
+#define GPU_POOL_IPC_WHY ""
+#endif
 #ifndef GPU_DEVICE_COUNT_VARIES
 #define GPU_DEVICE_COUNT_VARIES 0
 #endif
@@ -643,8 +646,8 @@ static int parse_options(int kind, const devmm_option *o, size_t n, options *out
       if (out->ipc && !GPU_HAS_POOL_IPC)
         return host->set_error(DEVMM_ENOTSUP,
                                "%s: ipc = %s: this runtime's pools cannot be shared with other "
-                               "processes (%s.device can share its memory)",
-                               name, v, GPU_PLUGIN);
+                               "processes%s (%s.device can share its memory)",
+                               name, v, GPU_POOL_IPC_WHY, GPU_PLUGIN);
     }
     if ((out->threshold = opt(o, n, "release_threshold")) != NULL && !out->own)
       return host->set_error(DEVMM_EINVAL,
