@@ -147,9 +147,10 @@ def test_process_pool_passes_tensors_both_ways():
 
 
 def test_pickle_sends_a_handle_for_shared_memory_and_the_bytes_otherwise():
+    """(multiprocessing's pickler: plain pickle copies, see below.)"""
     t = shared((1 << 20,), "uint8")
     np.asarray(t)[:] = 5
-    by_handle = pickle.dumps(t)
+    by_handle = forking_dumps(t)
     assert len(by_handle) < 1024
     u = pickle.loads(by_handle)  # this process: a second mapping of the same memory
     assert u.data_ptr != t.data_ptr
@@ -163,7 +164,7 @@ def test_pickle_sends_a_handle_for_shared_memory_and_the_bytes_otherwise():
     assert np.asarray(v).sum() == 6 * m.nbytes and v.data_ptr != m.data_ptr
     # a strided view of shared memory keeps its layout
     s = devmm.from_buffer_view(t.buffer, (4, 3), "uint8", strides=(100, 2), offset=8)
-    w = pickle.loads(pickle.dumps(s))
+    w = pickle.loads(forking_dumps(s))
     assert (w.shape, w.strides, w.data_ptr - w.buffer.ptr) == ((4, 3), (100, 2), 8)
     # copy.deepcopy copies, never shares
     import copy
@@ -204,10 +205,13 @@ def test_bad_handles_get_a_clear_error():
         devmm.open_ipc(bytes(c))
     with pytest.raises(TypeError, match="a handle is bytes"):
         devmm.open_ipc("not bytes")
-    # a layout that does not fit the memory
-    n = len(b"devmmT\x01\x00") + 256
+    # a layout that does not fit the memory (its CRC-32 recomputed, as a forger would)
+    import zlib
+    n = len(b"devmmT\x02\x00") + 256
     bad = bytearray(h)
-    struct.pack_into("<q", bad, n + 28, 1 << 40)  # shape[0]
+    struct.pack_into("<q", bad, n + 36, 1 << 40)  # shape[0]
+    struct.pack_into("<I", bad, n + 32, 0)
+    struct.pack_into("<I", bad, n + 32, zlib.crc32(bytes(bad)))
     with pytest.raises(devmm.DevmmValueError, match="does not fit"):
         devmm.open_ipc(bytes(bad))
 
@@ -294,9 +298,11 @@ def test_an_exited_exporter_is_a_stale_handle_and_forged_handles_never_crash():
     assert "stdin: StaleHandleError" in out and "is another file now" in out
     assert "huge: DevmmValueError" in out and "-byte file" in out
     assert "no pid: DevmmValueError" in out and "names no process" in out
-    assert "pid 1:" in out
+    assert ("pid 1: DevmmError cpu.shm: cannot open the IPC handle: not allowed to open "
+            "/proc/1/fd/") in out
     assert "kind: DevmmError" in out and "unknown resource kind 'cpu.nope'" in out
-    assert "device: " in out
+    assert ("device: DevmmValueError IPC handle of device99:0 memory: resource 'cpu.shm' is "
+            "on cpu\n") in out
 
 
 def test_sim_device_memory_crosses_processes(tmp_path, monkeypatch):
@@ -320,3 +326,98 @@ def test_sim_device_memory_crosses_processes(tmp_path, monkeypatch):
     assert (np.asarray(t.copy("cpu")) == 7).all()
     del t
     devmm.ipc.release_held()
+
+
+# ---------------------------------------------------------------- the outside review
+
+def forking_dumps(obj):
+    """What multiprocessing sends (Queue, Pool, ProcessPoolExecutor): a ForkingPickler's bytes."""
+    from multiprocessing.reduction import ForkingPickler
+    return bytes(ForkingPickler.dumps(obj))
+
+
+def test_plain_pickle_copies_and_only_multiprocessing_sends_a_handle():
+    """Findings 5 and 11: a pickle written to a file, or pickle.loads(pickle.dumps(t)), holds
+    the bytes (a handle there would name memory that is gone by the time it is read)."""
+    t = shared((1 << 16,), "uint8")
+    np.asarray(t)[:] = 5
+    plain = pickle.dumps(t)
+    assert len(plain) >= t.nbytes  # by value
+    u = pickle.loads(plain)
+    np.asarray(u)[0] = 9
+    assert np.asarray(t)[0] == 5  # a copy, not an alias
+    assert len(forking_dumps(t)) < 1024  # by handle
+    v = pickle.loads(forking_dumps(t))
+    np.asarray(v)[0] = 8
+    assert np.asarray(t)[0] == 8  # the same memory
+    del t, u, v
+    devmm.ipc.release_held()
+
+
+def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
+    """Finding 4: a handle sent and never opened holds the memory keep_alive seconds, then a
+    timer lets go of it (before, only the next pickling did)."""
+    monkeypatch.setattr(devmm.ipc, "keep_alive", 0.2)
+    stats = devmm.StatisticsAdaptor(SharedMemoryResource())
+    for _ in range(4):
+        t = devmm.empty((1 << 20,), "uint8", resource=stats)
+        forking_dumps(t)
+        del t
+    assert stats.statistics.current_bytes >= 4 << 20  # held for receivers
+    import time
+    deadline = time.monotonic() + 5
+    while stats.statistics.current_bytes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stats.statistics.current_bytes == 0
+    assert shm_usage() == (0, 0)
+
+
+def test_a_received_tensor_pickles_again():
+    """Finding 2: a tensor received by handle is sent on by handle (cpu.shm: the mapping's own
+    descriptor), or by value; never an error."""
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        r = pool.submit(child_make, 6).result(timeout=60)
+        again = forking_dumps(r)
+        assert len(again) < 1024
+        w = pickle.loads(again)
+        np.asarray(w)[0] = 1
+        assert int(np.asarray(r)[0]) == 1
+        assert pool.submit(child_sum, r).result(timeout=60)[0] == 6 * 999 + 1
+        assert (np.asarray(pickle.loads(pickle.dumps(r))) == np.asarray(r)).all()
+    del r, w
+    devmm.ipc.release_held()
+    assert shm_usage() == (0, 0)
+
+
+def test_read_only_survives_pickling():
+    """Finding 8: a read-only tensor stays read-only by handle and by value."""
+    from devmm import _lib
+    t = shared((8,), "float64")
+    ro = devmm.from_buffer_view(t.buffer, (8,), "float64", readonly=True)
+    m = devmm.from_buffer_view(devmm.Buffer(64, resource=MallocMemoryResource()), (8,), "float64",
+                               readonly=True)
+    for how, data in (("handle", forking_dumps(ro)), ("value", pickle.dumps(ro)),
+                      ("value", forking_dumps(m))):
+        w = pickle.loads(data)
+        assert _lib.tensor_readonly(w._h) == 1, how
+        assert not np.asarray(w).flags.writeable, how
+    devmm.ipc.release_held()
+
+
+def test_corrupted_layouts_and_empty_tensors_get_a_clear_error():
+    """Finding 11: the layout is under a checksum; a 0-byte tensor says why it has no handle."""
+    t = shared((4,), "float32")
+    h = bytearray(t.ipc_handle())
+    head = 8 + 256
+    h[head] ^= 0x01  # the dtype name's first byte
+    with pytest.raises(devmm.DevmmValueError,
+                       match=r"devmm.open_ipc: the tensor handle's layout is corrupted"):
+        devmm.open_ipc(bytes(h))
+    z = shared((0, 3), "float32")
+    with pytest.raises(devmm.DevmmValueError,
+                       match=r"Tensor.ipc_handle: a 0-byte tensor \(shape \(0, 3\)\) has no "
+                             r"memory to share"):
+        z.ipc_handle()
+    w = pickle.loads(forking_dumps(z))  # by value
+    assert (w.shape, w.dtype) == ((0, 3), "float32")
