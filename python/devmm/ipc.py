@@ -57,8 +57,8 @@ from .errors import DevmmError, DevmmValueError, StaleHandleError
 
 _HANDLE_SIZE = _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"]
 _TENSOR_MAGIC = b"devmmT\x02\x00"  # a tensor handle: this, the C handle, then the layout
-# dtype name, ndim, flags (1: read-only), byte offset, CRC-32 of the handle (this field read
-# as 0); then shape, strides (int64)
+# dtype name, ndim, flags (1: read-only), byte offset, CRC-32 of the layout (this field read
+# as 0, up to the last stride; the C handle has its own checksum); then shape, strides (int64)
 _LAYOUT = struct.Struct("<16sIIQI")
 _READONLY = 1
 
@@ -110,7 +110,7 @@ def tensor_handle(t: "Tensor") -> bytes:
     flags = _READONLY if _lib.tensor_readonly(t._h) else 0
     dims = struct.pack(f"<{2 * n}q", *t.shape, *t.strides)
     c = buffer_handle(b, "Tensor.ipc_handle")
-    crc = zlib.crc32(b"".join((_TENSOR_MAGIC, c, _LAYOUT.pack(name, n, flags, offset, 0), dims)))
+    crc = zlib.crc32(_LAYOUT.pack(name, n, flags, offset, 0) + dims)  # the C handle has its own
     return b"".join((_TENSOR_MAGIC, c, _LAYOUT.pack(name, n, flags, offset, crc), dims))
 
 
@@ -157,7 +157,7 @@ def _split(handle: object, where: str) -> tuple:
     if len(h) != want:
         raise DevmmValueError(f"{where}: a tensor handle of {len(h)} bytes for {n} dimensions: "
                               f"expected {want} (truncated?)", "DEVMM_EINVAL")
-    zeroed = h[:head + _LAYOUT.size - 4] + b"\0\0\0\0" + h[head + _LAYOUT.size:]
+    zeroed = h[head:head + _LAYOUT.size - 4] + b"\0\0\0\0" + h[head + _LAYOUT.size:]
     if zlib.crc32(zeroed) != crc:
         raise DevmmValueError(f"{where}: the tensor handle's layout is corrupted (its CRC-32 is "
                               f"0x{crc:08x}, its bytes sum to 0x{zlib.crc32(zeroed):08x})",
