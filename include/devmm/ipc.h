@@ -12,12 +12,15 @@
  *
  * A handle starts with a header devmm writes (a magic, a version, a checksum, the exporter's
  * pid and boot id, the device, the size and the kind that made it), so that a truncated,
- * corrupted or foreign handle is refused with a message; the rest is the leaf's payload.
+ * corrupted or foreign handle, or one of another machine or boot, is refused with a message;
+ * the rest is the leaf's payload. The checksum is no authentication: leaves check what a
+ * payload names before opening it (cpu.shm and sim: a sealed devmm memfd; ADR 33).
  *
  * Lifetime: a handle can be opened only while the exporter's allocation is live (the exporter
  * keeps the memory's descriptor; once it frees the memory or exits, opening fails with
  * DEVMM_ENOENT). A mapping already open stays valid until the importer closes it: for cpu.shm the
- * exporter's free only drops its own mapping. For device memory the runtime's rule applies
+ * exporter's free only drops its own mapping, and the importer keeps a descriptor of its own, so
+ * that the mapping exports again (a handle naming the importer). For device memory the runtime's rule applies
  * (CUDA: the exporter must not free before every importer closed; the simulator makes that
  * visible: the importer then reads the 0xDD poison of a free).
  *
