@@ -20,9 +20,9 @@
  * keeps the memory's descriptor; once it frees the memory or exits, opening fails with
  * DEVMM_ENOENT). A mapping already open stays valid until the importer closes it: for cpu.shm the
  * exporter's free only drops its own mapping, and the importer keeps a descriptor of its own, so
- * that the mapping exports again (a handle naming the importer). For device memory the runtime's rule applies
- * (CUDA: the exporter must not free before every importer closed; the simulator makes that
- * visible: the importer then reads the 0xDD poison of a free).
+ * that the mapping exports again (a handle naming the importer). For device memory the runtime's
+ * rule applies (CUDA: the exporter must not free before every importer closed; the simulator makes
+ * that visible: the importer then reads the 0xDD poison of a free).
  *
  * Statistics and limits: an opened mapping is not an allocation of the importer. Its adaptors
  * (statistics, limiting, tracking, logging) count nothing for it; the memory is counted once,

@@ -421,3 +421,17 @@ def test_corrupted_layouts_and_empty_tensors_get_a_clear_error():
         z.ipc_handle()
     w = pickle.loads(forking_dumps(z))  # by value
     assert (w.shape, w.dtype) == ((0, 3), "float32")
+
+
+def test_the_reducer_is_registered_when_multiprocessing_comes_after_devmm():
+    """import devmm does not import multiprocessing; importing it later registers the reducer."""
+    r = run_python("""
+        import sys, devmm
+        from devmm.mrs.cpu import SharedMemoryResource
+        t = devmm.zeros((1 << 16,), "uint8", resource=SharedMemoryResource())
+        print("multiprocessing" in sys.modules)
+        from multiprocessing.reduction import ForkingPickler
+        print(len(ForkingPickler.dumps(t)) < 1024)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True"]
