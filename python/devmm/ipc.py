@@ -59,8 +59,7 @@ _HANDLE_SIZE = _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"]
 _TENSOR_MAGIC = b"devmmT\x02\x00"  # a tensor handle: this, the C handle, then the layout
 # dtype name, ndim, flags (1: read-only), byte offset, CRC-32 of the layout (this field read
 # as 0, up to the last stride; the C handle has its own checksum); then shape, strides (int64)
-_LAYOUT = struct.Struct("<16sIIQI")
-_READONLY = 1
+_LAYOUT = struct.Struct("<16sIIQI")  # flags: bit 0 read-only (this format's own, not C's)
 
 keep_alive: float = 10.0
 """Seconds the memory of a tensor sent through ``multiprocessing`` (or Dask) is held after it
@@ -107,7 +106,7 @@ def tensor_handle(t: "Tensor") -> bytes:
                               f"memory to share (pickling sends it by value)", "DEVMM_EINVAL")
     n = t.ndim
     offset = t.data_ptr - b.ptr
-    flags = _READONLY if _lib.tensor_readonly(t._h) else 0
+    flags = 1 if _lib.tensor_readonly(t._h) else 0
     dims = struct.pack(f"<{2 * n}q", *t.shape, *t.strides)
     c = buffer_handle(b, "Tensor.ipc_handle")
     crc = zlib.crc32(_LAYOUT.pack(name, n, flags, offset, 0) + dims)  # the C handle has its own
@@ -165,7 +164,7 @@ def _split(handle: object, where: str) -> tuple:
     dims = struct.unpack_from(f"<{2 * n}q", h, head + _LAYOUT.size)
     dtype = name.rstrip(b"\0").decode(errors="replace")
     return h[len(_TENSOR_MAGIC):head], (tuple(dims[:n]), dtype, tuple(dims[n:]), offset,
-                                        bool(flags & _READONLY))
+                                        bool(flags & 1))
 
 
 def open_ipc(handle: bytes, resource: "Optional[MemoryResource]" = None) -> "Tensor":
