@@ -358,7 +358,8 @@ def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
     """Finding 4: a handle sent and never opened holds the memory keep_alive seconds, then a
     timer lets go of it (before, only the next pickling did)."""
     monkeypatch.setattr(devmm.ipc, "keep_alive", 0.2)
-    before = shm_usage()  # other tests of the session may hold cpu.shm memory
+    devmm.ipc.release_held()  # earlier tests' sends
+    before = shm_usage()  # other tests of the session may keep cpu.shm memory
     stats = devmm.StatisticsAdaptor(SharedMemoryResource())
     for _ in range(4):
         t = devmm.empty((1 << 20,), "uint8", resource=stats)
@@ -377,6 +378,7 @@ def test_a_received_tensor_pickles_again():
     """Finding 2: a tensor received by handle is sent on by handle (cpu.shm: the mapping's own
     descriptor), or by value; never an error."""
     ctx = multiprocessing.get_context("spawn")
+    devmm.ipc.release_held()  # earlier tests' sends
     before = shm_usage()
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         r = pool.submit(child_make, 6).result(timeout=60)
