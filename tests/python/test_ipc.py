@@ -3,6 +3,7 @@ fork contexts, ProcessPoolExecutor, pickling by handle or by value, the lifetime
 exited exporter), bad handles (a clear error, never a crash: forged ones run in a subprocess),
 and no descriptor or mapping left behind."""
 import concurrent.futures
+import gc
 import multiprocessing
 import os
 import pickle
@@ -359,6 +360,7 @@ def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
     timer lets go of it (before, only the next pickling did)."""
     monkeypatch.setattr(devmm.ipc, "keep_alive", 0.2)
     devmm.ipc.release_held()  # earlier tests' sends
+    gc.collect()  # and their tensors in reference cycles (Dask's)
     before = shm_usage()  # other tests of the session may keep cpu.shm memory
     stats = devmm.StatisticsAdaptor(SharedMemoryResource())
     for _ in range(4):
@@ -379,6 +381,7 @@ def test_a_received_tensor_pickles_again():
     descriptor), or by value; never an error."""
     ctx = multiprocessing.get_context("spawn")
     devmm.ipc.release_held()  # earlier tests' sends
+    gc.collect()  # and their tensors in reference cycles (Dask's)
     before = shm_usage()
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         r = pool.submit(child_make, 6).result(timeout=60)
