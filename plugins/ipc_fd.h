@@ -136,4 +136,42 @@ static inline int ipcfd_open(const ipcfd_ref *ref, int32_t pid, uint64_t need, i
   return fd;
 }
 
+/* A descriptor received from the exporter (SCM_RIGHTS, multiprocessing's DupFd) checked as a
+ * reopened one is: the inode exported, a regular file, a devmm memfd, sealed, big enough.
+ * Returns a duplicate (close-on-exec) the caller owns, or -1 as ipcfd_open does. */
+static inline int ipcfd_adopt(const ipcfd_ref *ref, int given, uint64_t need, int *status,
+                              char *why, size_t cap) {
+  struct stat st;
+  char self[64], target[128] = "";
+  *status = DEVMM_EINVAL;
+  if (fstat(given, &st) != 0 || (uint64_t)st.st_ino != ref->ino ||
+      (uint64_t)st.st_dev != ref->dev || !S_ISREG(st.st_mode)) {
+    snprintf(why, cap, "descriptor %d is not the memfd the handle names", given);
+    return -1;
+  }
+  snprintf(self, sizeof self, "/proc/self/fd/%d", given);
+  ssize_t tn = readlink(self, target, sizeof target - 1);
+  if (tn > 0)
+    target[tn] = '\0';
+  int seals = fcntl(given, F_GET_SEALS);
+  if ((strncmp(target, "/memfd:" IPCFD_NAME_CPU, sizeof "/memfd:" IPCFD_NAME_CPU - 1) != 0 &&
+       strncmp(target, "/memfd:" IPCFD_NAME_SIM, sizeof "/memfd:" IPCFD_NAME_SIM - 1) != 0) ||
+      seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    snprintf(why, cap, "descriptor %d is not a sealed devmm memfd (it is %.60s)", given, target);
+    return -1;
+  }
+  if ((uint64_t)st.st_size < ref->offset || (uint64_t)st.st_size - ref->offset < need) {
+    snprintf(why, cap, "IPC handle names bytes %llu..%llu of a %llu-byte file",
+             (unsigned long long)ref->offset, (unsigned long long)(ref->offset + need),
+             (unsigned long long)st.st_size);
+    return -1;
+  }
+  int fd = fcntl(given, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    *status = errno == EMFILE || errno == ENFILE ? DEVMM_ENOMEM : DEVMM_EIO;
+    snprintf(why, cap, "cannot duplicate descriptor %d: %s", given, strerror(errno));
+  }
+  return fd;
+}
+
 #endif

@@ -387,6 +387,9 @@ static int shm_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsigne
   return DEVMM_OK;
 }
 
+/* Maps bytes at ref->offset of fd (owned: kept with the mapping, closed on failure). */
+static int shm_map(const ipcfd_ref *ref, size_t bytes, int fd, void **out, void **token);
+
 static int shm_open_handle(devmm_resource *self, const unsigned char *payload, size_t bytes,
                            int32_t pid, void **out, void **token) {
   (void)self;
@@ -397,6 +400,45 @@ static int shm_open_handle(devmm_resource *self, const unsigned char *payload, s
   int fd = ipcfd_open(&ref, pid, bytes, &status, why, sizeof why);
   if (fd < 0)
     return host->set_error(status, "cpu.shm: cannot open the IPC handle: %s", why);
+  return shm_map(&ref, bytes, fd, out, token);
+}
+
+static int shm_open_fd(devmm_resource *self, const unsigned char *payload, size_t bytes, int given,
+                       void **out, void **token) {
+  (void)self;
+  ipcfd_ref ref;
+  memcpy(&ref, payload, sizeof ref);
+  char why[256];
+  int status;
+  int fd = ipcfd_adopt(&ref, given, bytes, &status, why, sizeof why);
+  if (fd < 0)
+    return host->set_error(status, "cpu.shm: cannot open the IPC handle: %s", why);
+  return shm_map(&ref, bytes, fd, out, token);
+}
+
+static int shm_handle_fd(devmm_resource *self, const unsigned char *payload, int *fd) {
+  (void)self;
+  ipcfd_ref ref;
+  memcpy(&ref, payload, sizeof ref);
+  int found = 0;
+  pthread_mutex_lock(&shm_lock);
+  for (size_t i = 0; i < shm_count && !found; i++) {
+    struct stat st;
+    found = shm_blocks[i].fd == ref.fd && fstat(ref.fd, &st) == 0 &&
+            (uint64_t)st.st_ino == ref.ino && (uint64_t)st.st_dev == ref.dev;
+  }
+  pthread_mutex_unlock(&shm_lock);
+  if (!found)
+    return host->set_error(DEVMM_EINVAL,
+                           "cpu.shm: the handle's descriptor %d is no live cpu.shm allocation or "
+                           "mapping of this process (freed?)",
+                           (int)ref.fd);
+  *fd = ref.fd;
+  return DEVMM_OK;
+}
+
+static int shm_map(const ipcfd_ref *r, size_t bytes, int fd, void **out, void **token) {
+  ipcfd_ref ref = *r;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uint64_t start = ref.offset / page * page;
   size_t len = (size_t)(ref.offset - start) + bytes;
@@ -459,6 +501,8 @@ static const devmm_resource_ipc_ops shm_ipc = {
     .get_handle = shm_get_handle,
     .open = shm_open_handle,
     .close = shm_close_handle,
+    .handle_fd = shm_handle_fd,
+    .open_fd = shm_open_fd,
 };
 
 static const devmm_resource_ops shm_ops = {

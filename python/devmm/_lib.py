@@ -244,6 +244,8 @@ _SIGNATURES = {
     "devmm_ipc_handle_info": (c_int, [_P, _P]),  # (handle, IpcInfo *)
     "devmm_ipc_open": (c_int, [_P, _P, POINTER(c_void_p)]),
     "devmm_ipc_supported": (c_int, [_P]),
+    "devmm_ipc_handle_fd": (c_int, [_P, POINTER(c_int)]),
+    "devmm_ipc_open_fd": (c_int, [_P, _P, c_int, POINTER(c_void_p)]),
 }
 
 

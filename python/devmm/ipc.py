@@ -23,15 +23,18 @@ handle in a file would name memory gone by the time it is read (ADR 33).
 >>> len(ForkingPickler.dumps(big)) < 1024, len(pickle.dumps(big)) > 1 << 20
 (True, True)
 
-Lifetime: a handle opens only while the exporting tensor's memory is live in the exporting
-process (its owner has not freed it, the process has not exited). Sending a tensor through
-``multiprocessing`` holds its memory :data:`keep_alive` seconds (default 10), released by a
-timer, so that the receiver can open it after the sender let go; a receiver that opens later
-gets :class:`~devmm.errors.StaleHandleError`. Once open, a ``cpu.shm`` mapping is the
-receiver's own (it keeps its own descriptor of the memory): it outlives the sender's free and
-can be sent on. Device memory (``sim.device``, ``cuda.device``) follows CUDA's rule instead:
-the sender must keep the tensor alive until every receiver has dropped what it opened; the hold
-only covers the trip, it does not know when receivers close.
+Lifetime: through ``multiprocessing`` a ``cpu.shm`` tensor travels with its memfd
+(``multiprocessing.reduction.DupFd``, as torch's file_descriptor strategy): the sender may free
+it at once, the receiver maps the descriptor it got; a duplicate no receiver took within
+:data:`keep_alive` seconds (default 10) is withdrawn. A raw handle (:meth:`Tensor.ipc_handle`,
+Dask's transfers) opens only while the exporting tensor's memory is live in the exporting
+process (its owner has not freed it, the process has not exited); Dask's sends and device
+memory sent through multiprocessing are held ``keep_alive`` seconds, released by a timer, and a
+receiver that opens later gets :class:`~devmm.errors.StaleHandleError`. Once open, a
+``cpu.shm`` mapping is the receiver's own (it keeps its own descriptor of the memory): it
+outlives the sender's free and can be sent on. Device memory (``sim.device``, ``cuda.device``)
+follows CUDA's rule instead: the sender must keep the tensor alive until every receiver has
+dropped what it opened; the hold only covers the trip, it does not know when receivers close.
 """
 
 from __future__ import annotations
@@ -62,9 +65,10 @@ _TENSOR_MAGIC = b"devmmT\x02\x00"  # a tensor handle: this, the C handle, then t
 _LAYOUT = struct.Struct("<16sIIQI")  # flags: bit 0 read-only (this format's own, not C's)
 
 keep_alive: float = 10.0
-"""Seconds the memory of a tensor sent through ``multiprocessing`` (or Dask) is held after it
-was pickled, so that a receiver can open it after the sender let go; a timer lets go of it
-then (0: not held; the sender must keep the tensor alive itself)."""
+"""Seconds a send waits for its receiver: device memory sent through ``multiprocessing`` and
+``cpu.shm`` memory sent by Dask are held that long after pickling (0: not held; the sender keeps
+the tensor alive itself); a ``cpu.shm`` memfd sent through ``multiprocessing`` that no receiver
+took by then is withdrawn (0: kept until taken or the sender exits). A timer lets go."""
 
 _held: collections.deque = collections.deque()  # (deadline, hold capsule), by deadline
 _held_cv = threading.Condition(threading.Lock())
@@ -177,10 +181,17 @@ def open_ipc(handle: bytes, resource: "Optional[MemoryResource]" = None) -> "Ten
     A handle that is not one raises :class:`~devmm.DevmmValueError`; one whose memory the
     exporter has freed, or whose exporter has exited, :class:`~devmm.errors.StaleHandleError`.
     """
+    return _open(handle, resource, -1)
+
+
+def _open(handle: bytes, resource: "Optional[MemoryResource]", fd: int) -> "Tensor":
+    """open_ipc, or (fd >= 0) the same mapping the descriptor fd the exporter sent."""
     from .tensor import Buffer, _new_buffer, from_buffer_view
     c, layout = _split(handle, "devmm.open_ipc")
     out = ctypes.c_void_p()
-    status = _lib.ipc_open(resource._h if resource is not None else None, c, ctypes.byref(out))
+    r = resource._h if resource is not None else None
+    status = (_lib.ipc_open_fd(r, c, fd, ctypes.byref(out)) if fd >= 0 else
+              _lib.ipc_open(r, c, ctypes.byref(out)))
     if status:
         e = _lib.error(status)
         if e.status == "DEVMM_ENOENT":
@@ -204,10 +215,16 @@ def _hold(t: "Tensor") -> None:
     if keep_alive <= 0:
         return
     got = _lib.py_hold(t._cap)
-    if got is None:
+    if got is not None:
+        _hold_object(got[0])
+
+
+def _hold_object(obj: object) -> None:
+    """Keeps obj keep_alive seconds (0: not at all), then drops it in the timer thread."""
+    if keep_alive <= 0:
         return
     with _held_cv:
-        _held.append((time.monotonic() + keep_alive, got[0]))
+        _held.append((time.monotonic() + keep_alive, obj))
         if not _timer or not _timer[0].is_alive():
             th = threading.Thread(target=_expire, name="devmm-ipc-holds", daemon=True)
             _timer[:] = [th]
@@ -228,13 +245,14 @@ def _expire() -> None:
 
 
 def held() -> int:
-    """How many sent tensors' memory is held for receivers now."""
+    """How many sends are waiting out keep_alive now (holds, and memfds sent within it)."""
     with _held_cv:
         return len(_held)
 
 
 def release_held() -> int:
-    """Lets go of every sent tensor's memory held for receivers now; returns how many."""
+    """Lets go now of every hold, and withdraws every sent memfd no receiver took; returns how
+    many sends were waiting."""
     with _held_cv:
         n = len(_held)
         _held.clear()
@@ -277,12 +295,60 @@ def _reduce(t: "Tensor") -> tuple:
 
 
 def _reduce_shared(t: "Tensor") -> tuple:
-    """multiprocessing's reducer: by handle when the memory can be shared, else by value."""
+    """multiprocessing's reducer: by handle when the memory can be shared, else by value. A
+    cpu.shm handle travels with its memfd (multiprocessing's DupFd, as torch's
+    file_descriptor strategy): the receiver maps its own descriptor, so nothing is held for
+    it; device memory is held keep_alive seconds."""
     handle = _shared_handle(t)
     if handle is None:
         return _by_value(t)
+    fd = _handle_fd(handle)
+    if fd is not None:
+        from multiprocessing.reduction import DupFd
+        df = DupFd(fd)  # a duplicate, kept by multiprocessing until the receiver takes it
+        if keep_alive > 0:  # 0: until a receiver takes it, or this process exits
+            _hold_object(_Unshared(df))
+        return (_rebuild_fd, (handle, df))
     _hold(t)
     return (_rebuild_shared, (handle,))
+
+
+def _handle_fd(handle: bytes) -> "Optional[int]":
+    """The descriptor of a handle's memory in this process, or None (device memory)."""
+    c = handle[len(_TENSOR_MAGIC):len(_TENSOR_MAGIC) + _HANDLE_SIZE]
+    fd = ctypes.c_int(-1)
+    return fd.value if _lib.ipc_handle_fd(c, ctypes.byref(fd)) == 0 else None
+
+
+class _Unshared:
+    """When dropped (keep_alive seconds after the send), withdraws a DupFd's duplicate that no
+    receiver took from multiprocessing's resource sharer: a never-received send holds the memory
+    no longer than a hold does. A duplicate already taken, or passed at a spawn, is left as it
+    is."""
+
+    def __init__(self, df: object) -> None:
+        self.key = getattr(df, "_id", None)
+
+    def __del__(self) -> None:
+        if not isinstance(self.key, tuple) or len(self.key) != 2:
+            return
+        try:
+            from multiprocessing import resource_sharer
+            sharer = resource_sharer._resource_sharer
+            with sharer._lock:
+                entry = sharer._cache.pop(self.key[1], None)
+            if entry is not None:
+                entry[1]()  # closes the duplicate
+        except Exception:  # another Python's resource sharer: it keeps the duplicate
+            pass
+
+
+def _rebuild_fd(handle: bytes, df: object) -> "Tensor":
+    fd = df.detach()
+    try:
+        return _open(handle, None, fd)
+    finally:
+        os.close(fd)
 
 
 def _shared_handle(t: "Tensor") -> "Optional[bytes]":

@@ -659,6 +659,56 @@ START_TEST(shm_mappings_export_again) {
 }
 END_TEST
 
+/* ADR 33: a cpu.shm handle's descriptor can travel itself (SCM_RIGHTS, DupFd): the receiver
+ * maps it without /proc, after the exporter freed; a wrong descriptor is refused. */
+START_TEST(shm_handles_travel_as_descriptors) {
+  init();
+  devmm_resource *r = kind("cpu.shm", NULL, 0);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 8192, 0, NULL, &p), DEVMM_OK);
+  fill(p, 8192, 6);
+  devmm_ipc_handle h;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, (char *)p + 4096, 4096, &h), DEVMM_OK);
+  int fd = -1;
+  ck_assert_msg(devmm_ipc_handle_fd(&h, &fd) == DEVMM_OK, "%s", devmm_last_error());
+  int sent = dup(fd); /* what the receiver gets */
+  ck_assert_int_ge(sent, 0);
+  ck_assert_int_eq(devmm_deallocate(r, p, 8192, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h, &fd), DEVMM_EINVAL); /* freed: no descriptor */
+  ck_assert_error_contains("no live cpu.shm allocation or mapping of this process");
+  devmm_buffer *b = NULL;
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_ENOENT); /* /proc: gone */
+  ck_assert_msg(devmm_ipc_open_fd(NULL, &h, sent, &b) == DEVMM_OK, "%s", devmm_last_error());
+  close(sent); /* the mapping keeps its own duplicate */
+  ck_assert(same(devmm_buffer_ptr(b), 4096, 6 + 4096 * 7));
+  devmm_ipc_handle h2;
+  ck_assert_int_eq(devmm_ipc_get_handle(devmm_buffer_resource(b), devmm_buffer_ptr(b), 4096, &h2),
+                   DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h2, &fd), DEVMM_OK); /* a mapping's own descriptor */
+  devmm_ipc_close(b);
+  /* a descriptor that is not the handle's memfd */
+  char path[TESTRES_PATH_MAX];
+  int file = testres_mkstemp(path, sizeof path, "ipc-adopt");
+  unlink(path);
+  ck_assert_int_eq(devmm_ipc_open_fd(NULL, &h, file, &b), DEVMM_EINVAL);
+  ck_assert_error_contains("is not the memfd the handle names");
+  close(file);
+  ck_assert_int_eq(devmm_ipc_open_fd(NULL, &h, -1, &b), DEVMM_EINVAL);
+  int fds, maps;
+  shm_usage(&fds, &maps);
+  ck_assert_int_eq(fds + maps, 0);
+  devmm_resource_release(r);
+  /* device memory has no descriptor to send */
+  devmm_resource *sim = kind("sim.device", NULL, 0);
+  ck_assert_int_eq(devmm_allocate(sim, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_get_handle(sim, p, 4096, &h), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h, &fd), DEVMM_ENOTSUP);
+  ck_assert_error_contains("IPC handles of kind sim.device name no descriptor");
+  ck_assert_int_eq(devmm_deallocate(sim, p, 4096, 0, NULL), DEVMM_OK);
+  devmm_resource_release(sim);
+}
+END_TEST
+
 /* Finding 11: devmm_ipc_info is versioned; resource ops sizes that end inside a field are
  * refused (copying them would copy half a pointer). */
 START_TEST(the_info_struct_and_ops_sizes_are_versioned) {
@@ -714,6 +764,7 @@ Suite *ipc_suite(void) {
   tcase_add_test(tc, forged_handles_open_only_devmm_memfds);
   tcase_add_test(tc, shm_mappings_export_again);
   tcase_add_test(tc, the_info_struct_and_ops_sizes_are_versioned);
+  tcase_add_test(tc, shm_handles_travel_as_descriptors);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -356,24 +356,37 @@ def test_plain_pickle_copies_and_only_multiprocessing_sends_a_handle():
 
 
 def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
-    """Finding 4: a handle sent and never opened holds the memory keep_alive seconds, then a
-    timer lets go of it (before, only the next pickling did)."""
-    monkeypatch.setattr(devmm.ipc, "keep_alive", 0.2)
+    """Finding 4: a send never received holds nothing past keep_alive (before, holds went only
+    at the next pickling). cpu.shm travels with its memfd: the sender's allocation goes at
+    once, the duplicate multiprocessing keeps for a receiver goes after keep_alive; device
+    memory is held keep_alive seconds."""
+    import time
+    from devmm.mrs import create_resource
+    monkeypatch.setattr(devmm.ipc, "keep_alive", 0.3)
     devmm.ipc.release_held()  # earlier tests' sends
     gc.collect()  # and their tensors in reference cycles (Dask's)
     before = shm_usage()  # other tests of the session may keep cpu.shm memory
     stats = devmm.StatisticsAdaptor(SharedMemoryResource())
     for _ in range(4):
         t = devmm.empty((1 << 20,), "uint8", resource=stats)
-        forking_dumps(t)
+        data = forking_dumps(t)
         del t
-    assert stats.statistics.current_bytes >= 4 << 20  # held for receivers
-    import time
+    assert stats.statistics.current_bytes == 0  # nothing held in the sender's allocation
+    assert devmm.ipc.held() == 4
+    u = pickle.loads(data)  # the last send still opens: its memfd travelled
+    assert u.nbytes == 1 << 20
+    del u
+    sim = devmm.StatisticsAdaptor(create_resource("sim.device"))
+    s = devmm.empty((1 << 16,), "uint8", resource=sim)
+    forking_dumps(s)
+    del s
+    assert sim.statistics.current_bytes == 1 << 16  # device memory: held for the trip
     deadline = time.monotonic() + 5
-    while stats.statistics.current_bytes and time.monotonic() < deadline:
+    while (devmm.ipc.held() or shm_usage() != before) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert stats.statistics.current_bytes == 0
-    assert shm_usage() == before
+    assert devmm.ipc.held() == 0
+    assert shm_usage() == before  # the duplicates nobody took are gone
+    assert sim.statistics.current_bytes == 0
 
 
 def test_a_received_tensor_pickles_again():
