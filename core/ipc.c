@@ -122,6 +122,13 @@ int devmm_ipc_get_handle(devmm_resource *r, void *ptr, size_t bytes, devmm_ipc_h
   return DEVMM_OK;
 }
 
+/* 1 if the handle was made on this machine since its last boot (same boot id, and one known). */
+static int same_boot(const ipc_header *h) {
+  uint8_t here[16], zero[16] = {0};
+  boot_id(here);
+  return memcmp(here, zero, 16) != 0 && memcmp(here, h->boot_id, 16) == 0;
+}
+
 static int read_header(const devmm_ipc_handle *hd, ipc_header *h) {
   memcpy(h, hd->bytes, sizeof *h);
   if (h->magic != IPC_MAGIC)
@@ -147,19 +154,26 @@ int devmm_ipc_handle_info(const devmm_ipc_handle *hd, devmm_ipc_info *out) {
   if (!hd || !out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_ipc_handle_info: %s is NULL",
                            !hd ? "handle" : "out");
+  if (out->struct_size < sizeof(devmm_ipc_info))
+    return devmm_set_error(DEVMM_EINVAL,
+                           "devmm_ipc_handle_info: out->struct_size is %zu: set it to "
+                           "sizeof(devmm_ipc_info) (%zu bytes in this devmm)",
+                           out->struct_size, sizeof(devmm_ipc_info));
   ipc_header h;
   int rc = read_header(hd, &h);
   if (rc)
     return rc;
-  memset(out, 0, sizeof *out);
-  memcpy(out->kind, h.kind, sizeof out->kind);
-  out->device.device_type = h.device_type;
-  out->device.device_id = h.device_id;
-  out->bytes = h.bytes;
-  out->pid = h.pid;
-  uint8_t here[16], zero[16] = {0};
-  boot_id(here);
-  out->same_machine = memcmp(here, zero, 16) != 0 && memcmp(here, h.boot_id, 16) == 0;
+  size_t size = out->struct_size; /* a later caller's bigger struct: fill what this devmm has */
+  devmm_ipc_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = size;
+  memcpy(info.kind, h.kind, sizeof info.kind);
+  info.device.device_type = h.device_type;
+  info.device.device_id = h.device_id;
+  info.bytes = h.bytes;
+  info.pid = h.pid;
+  info.same_machine = same_boot(&h);
+  memcpy(out, &info, sizeof info);
   return DEVMM_OK;
 }
 
@@ -232,7 +246,55 @@ static int opener(const ipc_header *h, devmm_resource **out) {
   return DEVMM_OK;
 }
 
+/* The group's descriptor ops, or NULL when it has none (an older group, or none set). */
+static int has_fd_ops(const devmm_resource_ipc_ops *g) {
+  return g->struct_size >= offsetof(devmm_resource_ipc_ops, open_fd) + sizeof g->open_fd &&
+         g->handle_fd && g->open_fd;
+}
+
+int devmm_ipc_handle_fd(const devmm_ipc_handle *hd, int *fd) {
+  if (!hd || !fd)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_ipc_handle_fd: %s is NULL", !hd ? "handle" : "fd");
+  *fd = -1;
+  ipc_header h;
+  int rc = read_header(hd, &h);
+  if (rc)
+    return rc;
+  if (h.pid != (int32_t)getpid())
+    return devmm_set_error(DEVMM_EINVAL,
+                           "devmm_ipc_handle_fd: the handle was made by process %d, not this one "
+                           "(%d): only its exporter holds its descriptor",
+                           (int)h.pid, (int)getpid());
+  devmm_resource *leaf;
+  if ((rc = opener(&h, &leaf)) != DEVMM_OK)
+    return rc;
+  const devmm_resource_ipc_ops *g = ipc_group(leaf);
+  rc = has_fd_ops(g) ? g->handle_fd(leaf, hd->bytes + DEVMM_IPC_HEADER_SIZE, fd)
+                     : devmm_set_error(DEVMM_ENOTSUP,
+                                       "IPC handles of kind %s name no descriptor (device memory "
+                                       "travels as the handle's bytes)",
+                                       h.kind);
+  devmm_resource_release(leaf);
+  return rc;
+}
+
+static int open_handle(devmm_resource *r, const devmm_ipc_handle *hd, int fd, devmm_buffer **out);
+
 int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *hd, devmm_buffer **out) {
+  return open_handle(r, hd, -1, out);
+}
+
+int devmm_ipc_open_fd(devmm_resource *r, const devmm_ipc_handle *hd, int fd, devmm_buffer **out) {
+  if (fd < 0) {
+    if (out)
+      *out = NULL;
+    return devmm_set_error(DEVMM_EINVAL, "devmm_ipc_open_fd: descriptor %d is not one", fd);
+  }
+  return open_handle(r, hd, fd, out);
+}
+
+/* devmm_ipc_open (fd < 0) or devmm_ipc_open_fd. */
+static int open_handle(devmm_resource *r, const devmm_ipc_handle *hd, int fd, devmm_buffer **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_ipc_open: out is NULL");
   *out = NULL;
@@ -242,6 +304,12 @@ int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *hd, devmm_buffer *
   int rc = read_header(hd, &h);
   if (rc)
     return rc;
+  if (!same_boot(&h)) /* another machine's pid and descriptor name nothing here (finding 10) */
+    return devmm_set_error(DEVMM_EINVAL,
+                           "IPC handle of process %d (kind %s) was made on another machine, or "
+                           "before this machine's last boot (its boot id differs): it names "
+                           "nothing here; send such tensors by value",
+                           (int)h.pid, h.kind);
   devmm_resource *leaf;
   if (r) {
     leaf = sharing(r, h.kind);
@@ -274,7 +342,13 @@ int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *hd, devmm_buffer *
   devmm_resource_release(leaf); /* mr holds it */
   void *ptr = NULL;
   const devmm_resource_ipc_ops *g = ipc_group(leaf);
-  rc = g->open(leaf, hd->bytes + DEVMM_IPC_HEADER_SIZE, (size_t)h.bytes, h.pid, &ptr, &m->token);
+  if (fd >= 0 && !has_fd_ops(g))
+    rc = devmm_set_error(DEVMM_ENOTSUP, "resource '%s' cannot open an IPC handle from a descriptor",
+                         leaf->name);
+  else if (fd >= 0)
+    rc = g->open_fd(leaf, hd->bytes + DEVMM_IPC_HEADER_SIZE, (size_t)h.bytes, fd, &ptr, &m->token);
+  else
+    rc = g->open(leaf, hd->bytes + DEVMM_IPC_HEADER_SIZE, (size_t)h.bytes, h.pid, &ptr, &m->token);
   if (rc) {
     devmm_resource_release(mr);
     return rc;

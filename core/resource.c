@@ -72,6 +72,12 @@ static int create(const devmm_resource_ops *ops, void *ctx, devmm_device device,
                            "devmm_resource_ops size (expected %zu or an older "
                            "version's)",
                            name, ops->struct_size, sizeof(devmm_resource_ops));
+  if (ops->struct_size % sizeof(void *) != 0) /* every field is a size_t or a pointer */
+    return devmm_set_error(DEVMM_EINVAL,
+                           "resource '%.64s': ops.struct_size %zu ends inside a field (a "
+                           "devmm_resource_ops size is a multiple of %zu: sizeof, or offsetof a "
+                           "field)",
+                           name, ops->struct_size, sizeof(void *));
   if (!ops->allocate || !ops->deallocate)
     return devmm_set_error(DEVMM_EINVAL,
                            "resource '%.64s': ops.allocate and ops.deallocate "

@@ -12,14 +12,17 @@
  *
  * A handle starts with a header devmm writes (a magic, a version, a checksum, the exporter's
  * pid and boot id, the device, the size and the kind that made it), so that a truncated,
- * corrupted or foreign handle is refused with a message; the rest is the leaf's payload.
+ * corrupted or foreign handle, or one of another machine or boot, is refused with a message;
+ * the rest is the leaf's payload. The checksum is no authentication: leaves check what a
+ * payload names before opening it (cpu.shm and sim: a sealed devmm memfd; ADR 33).
  *
  * Lifetime: a handle can be opened only while the exporter's allocation is live (the exporter
  * keeps the memory's descriptor; once it frees the memory or exits, opening fails with
  * DEVMM_ENOENT). A mapping already open stays valid until the importer closes it: for cpu.shm the
- * exporter's free only drops its own mapping. For device memory the runtime's rule applies
- * (CUDA: the exporter must not free before every importer closed; the simulator makes that
- * visible: the importer then reads the 0xDD poison of a free).
+ * exporter's free only drops its own mapping, and the importer keeps a descriptor of its own, so
+ * that the mapping exports again (a handle naming the importer). For device memory the runtime's
+ * rule applies (CUDA: the exporter must not free before every importer closed; the simulator makes
+ * that visible: the importer then reads the 0xDD poison of a free).
  *
  * Statistics and limits: an opened mapping is not an allocation of the importer. Its adaptors
  * (statistics, limiting, tracking, logging) count nothing for it; the memory is counted once,
@@ -62,10 +65,20 @@ typedef struct devmm_resource_ipc_ops {
               void **out, void **token);
   /* Unmaps what open mapped. */
   int (*close)(devmm_resource *self, void *ptr, size_t bytes, void *token);
+  /* Optional (NULL, or past struct_size: none). The descriptor, in this process, of the memory
+   * a payload made here names (it stays the resource's), so that it can travel as a descriptor
+   * (SCM_RIGHTS, multiprocessing's DupFd). */
+  int (*handle_fd)(devmm_resource *self, const unsigned char *payload, int *fd);
+  /* Optional, with handle_fd: as open, mapping descriptor fd (received from the exporter; it
+   * stays the caller's) instead of finding the exporter's. */
+  int (*open_fd)(devmm_resource *self, const unsigned char *payload, size_t bytes, int fd,
+                 void **out, void **token);
 } devmm_resource_ipc_ops;
 
-/* What a handle's header says. */
+/* What a handle's header says. Set struct_size to sizeof(devmm_ipc_info) before the call: fields
+ * are only appended, and devmm fills the ones that struct_size covers. */
 typedef struct devmm_ipc_info {
+  size_t struct_size;
   char kind[DEVMM_IPC_KIND_MAX]; /* the kind that made it */
   devmm_device device;
   uint64_t bytes;   /* size of the shared range */
@@ -85,6 +98,16 @@ DEVMM_API int devmm_ipc_handle_info(const devmm_ipc_handle *h, devmm_ipc_info *o
  * serves the handle's kind, else a new resource of that kind. Close it with devmm_ipc_close
  * (or devmm_buffer_free + devmm_buffer_release: the mapping goes with the memory). */
 DEVMM_API int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *h, devmm_buffer **out);
+/* The descriptor (in this process) of the memory a handle made by this process names, to send
+ * it as a descriptor (SCM_RIGHTS, multiprocessing's DupFd): the receiver's devmm_ipc_open_fd
+ * then needs neither /proc nor the exporter's allocation. It stays devmm's: dup it, never close
+ * it. DEVMM_ENOTSUP for a kind without descriptors (device memory), DEVMM_EINVAL for a handle
+ * of another process or memory no longer live. */
+DEVMM_API int devmm_ipc_handle_fd(const devmm_ipc_handle *h, int *fd);
+/* As devmm_ipc_open, mapping fd, the handle's descriptor received from its exporter (it stays
+ * the caller's: devmm keeps a duplicate), checked as a reopened one is. */
+DEVMM_API int devmm_ipc_open_fd(devmm_resource *r, const devmm_ipc_handle *h, int fd,
+                                devmm_buffer **out);
 /* Unmaps a buffer from devmm_ipc_open (when its last export lets go) and releases it. */
 DEVMM_API void devmm_ipc_close(devmm_buffer *b);
 /* 1 if r's stack can make handles (some resource in it has an IPC group), else 0. */

@@ -63,14 +63,36 @@ typedef struct cudaDeviceProp gpuDeviceProp;
 #define gpuMemAdviseSetAccessedBy cudaMemAdviseSetAccessedBy
 typedef enum cudaMemoryAdvise gpuMemoryAdvise;
 
-/* IPC (ADR 30): cudaIpc* for cuda.device; an own pool made with handleTypes =
- * cudaMemHandleTypePosixFileDescriptor (cuda.async, ipc = true) shares its allocations with
- * cudaMemPoolExportPointer, the importer reopening the pool's descriptor. */
+/* IPC (ADR 30): cudaIpc* for cuda.device. cuda.async with ipc = true is refused (ADR 33): the
+ * pool's shareable handle is a driver descriptor that reopening /proc/<pid>/fd/<n> cannot
+ * duplicate (it needs pidfd_getfd or SCM_RIGHTS); the code stays for that later work. */
 #define GPU_HAS_IPC 1
-#define GPU_HAS_POOL_IPC 1
+#define GPU_HAS_POOL_IPC 0
+#define GPU_POOL_IPC_WHY                                                                           \
+  " yet: a pool's shareable handle is a driver descriptor, which only pidfd_getfd or a Unix "      \
+  "socket can pass to another process, and devmm does neither (ADR 33)"
 typedef cudaIpcMemHandle_t gpuIpcMemHandle_t;
 typedef struct cudaMemPoolPtrExportData gpuMemPoolPtrExportData;
 #define gpuIpcGetMemHandle cudaIpcGetMemHandle
+
+/* The base and size of the allocation containing p: the driver's cuMemGetAddressRange (the
+ * runtime has no such call), found in the libcuda.so.1 the runtime loaded. */
+static inline gpuError_t gpu_address_range(void **base, size_t *size, void *p) {
+  typedef int (*range_fn)(unsigned long long *, size_t *, unsigned long long);
+  static range_fn fn;
+  if (!fn) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib)
+      *(void **)&fn = dlsym(lib, "cuMemGetAddressRange_v2");
+    if (!fn)
+      return cudaErrorNotSupported;
+  }
+  unsigned long long b = 0;
+  if (fn(&b, size, (unsigned long long)(uintptr_t)p) != 0)
+    return cudaErrorInvalidValue;
+  *base = (void *)(uintptr_t)b;
+  return cudaSuccess;
+}
 #define gpuIpcOpenMemHandle(p, h) cudaIpcOpenMemHandle((p), (h), cudaIpcMemLazyEnablePeerAccess)
 #define gpuIpcCloseMemHandle cudaIpcCloseMemHandle
 #define gpu_ipc_reason() ""

@@ -42,6 +42,9 @@
 #ifndef GPU_HAS_POOL_IPC
 #define GPU_HAS_POOL_IPC 0
 #endif
+#ifndef GPU_POOL_IPC_WHY /* why a runtime with pools cannot share them, for the message */
+#define GPU_POOL_IPC_WHY ""
+#endif
 #ifndef GPU_DEVICE_COUNT_VARIES
 #define GPU_DEVICE_COUNT_VARIES 0
 #endif
@@ -367,7 +370,9 @@ enum { IPC_RUNTIME = 1, IPC_POOL = 2 };
 typedef struct {
   uint32_t tag; /* IPC_RUNTIME: data is a runtime IPC handle; IPC_POOL: a pool's export data */
   int32_t device;
-  ipcfd_ref pool; /* IPC_POOL: the exporter's pool descriptor */
+  uint64_t offset; /* IPC_RUNTIME: of the shared range in its allocation (the runtime maps the
+                      allocation's base, whatever pointer inside it was exported) */
+  ipcfd_ref pool;  /* IPC_POOL: the exporter's pool descriptor */
   unsigned char data[64];
 } gpu_ipc_payload;
 _Static_assert(sizeof(gpu_ipc_payload) <= DEVMM_IPC_PAYLOAD_SIZE, "the payload fits a handle");
@@ -394,12 +399,28 @@ static int g_ipc_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsig
   if (r->kind == KIND_DEVICE) {
     int prev;
     ENTER(r, prev);
+    void *base = NULL;
+    size_t size = 0;
+    e = gpu_address_range(&base, &size, ptr);
+    if (e != gpuSuccess) {
+      leave(prev);
+      return host->set_error(DEVMM_EINVAL, "%s: %p is not inside a live %s allocation (%s)", kind,
+                             ptr, kind, gpuGetErrorString(e));
+    }
+    size_t off = (size_t)((char *)ptr - (char *)base);
+    if (bytes > size - off) {
+      leave(prev);
+      return host->set_error(DEVMM_EINVAL,
+                             "%s: [%p, +%zu) runs past its allocation of %zu bytes at %p", kind,
+                             ptr, bytes, size, base);
+    }
     gpuIpcMemHandle_t h;
-    e = gpuIpcGetMemHandle(&h, ptr);
+    e = gpuIpcGetMemHandle(&h, base);
     leave(prev);
     if (e != gpuSuccess)
       return fail(e, kind, r->device, GPU_PREFIX "IpcGetMemHandle", bytes);
     pl.tag = IPC_RUNTIME;
+    pl.offset = off;
     memcpy(pl.data, &h, sizeof h < sizeof pl.data ? sizeof h : sizeof pl.data);
     memcpy(payload, &pl, sizeof pl);
     return DEVMM_OK;
@@ -442,8 +463,13 @@ static int g_ipc_open(devmm_resource *self, const unsigned char *payload, size_t
     ENTER(r, prev);
     gpuIpcMemHandle_t h;
     memcpy(&h, pl.data, sizeof h < sizeof pl.data ? sizeof h : sizeof pl.data);
-    e = gpuIpcOpenMemHandle(out, h);
+    void *base = NULL;
+    e = gpuIpcOpenMemHandle(&base, h);
     leave(prev);
+    if (e == gpuSuccess) {
+      *token = base;                   /* what close unmaps */
+      *out = (char *)base + pl.offset; /* the runtime mapped the allocation's base */
+    }
     if (e != gpuSuccess) {
       const char *why = gpu_ipc_reason();
       return host->set_error(gpu_ipc_stale(e) ? DEVMM_ENOENT : DEVMM_EDEVICE,
@@ -499,15 +525,15 @@ static int g_ipc_close(devmm_resource *self, void *ptr, size_t bytes, void *toke
   ENTER(r, prev);
   const char *call = GPU_PREFIX "IpcCloseMemHandle";
 #if GPU_HAS_POOL_IPC
-  if (token) { /* an imported pool's pointer: freed, then the imported pool */
+  if (r->kind == KIND_ASYNC) { /* an imported pool's pointer: freed, then the imported pool */
     call = GPU_PREFIX "Free";
     e = gpuFree(ptr);
     gpuMemPoolDestroy((gpuMemPool_t)token);
   } else
 #endif
-    e = gpuIpcCloseMemHandle(ptr);
+    e = gpuIpcCloseMemHandle(token); /* the base the runtime mapped */
   leave(prev);
-  (void)token;
+  (void)ptr;
   return e == gpuSuccess ? DEVMM_OK : fail(e, kind_names[r->kind], r->device, call, bytes);
 #else
   (void)ptr, (void)bytes, (void)token;
@@ -620,8 +646,8 @@ static int parse_options(int kind, const devmm_option *o, size_t n, options *out
       if (out->ipc && !GPU_HAS_POOL_IPC)
         return host->set_error(DEVMM_ENOTSUP,
                                "%s: ipc = %s: this runtime's pools cannot be shared with other "
-                               "processes (%s.device can share its memory)",
-                               name, v, GPU_PLUGIN);
+                               "processes%s (%s.device can share its memory)",
+                               name, v, GPU_POOL_IPC_WHY, GPU_PLUGIN);
     }
     if ((out->threshold = opt(o, n, "release_threshold")) != NULL && !out->own)
       return host->set_error(DEVMM_EINVAL,

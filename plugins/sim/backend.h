@@ -68,6 +68,7 @@ typedef simMemoryAdvise gpuMemoryAdvise;
 #define GPU_HAS_POOL_IPC 0
 typedef simIpcMemHandle_t gpuIpcMemHandle_t;
 #define gpuIpcGetMemHandle simIpcGetMemHandle
+#define gpu_address_range simMemGetAddressRange
 #define gpuIpcOpenMemHandle(p, h) simIpcOpenMemHandle((p), (h), 0)
 #define gpuIpcCloseMemHandle simIpcCloseMemHandle
 #define gpu_ipc_reason() simIpcReason()

@@ -264,10 +264,10 @@ static simError_t device_ready(int d) {
   device *dv = &rt.devs[d];
   if (dv->ready)
     return simSuccess;
-  int fd = memfd_create("devmm-sim", MFD_CLOEXEC);
+  int fd = memfd_create(IPCFD_NAME_SIM, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
     return simErrorInitializationError;
-  if (ftruncate(fd, (off_t)rt.memory) != 0) {
+  if (ftruncate(fd, (off_t)rt.memory) != 0 || ipcfd_seal(fd) != 0) {
     close(fd);
     return simErrorInitializationError;
   }
@@ -1122,16 +1122,46 @@ static __thread char ipc_reason[256];
 
 const char *simIpcReason(void) { return ipc_reason; }
 
+/* The live block containing p (not only at its start), or NULL. Called under rt.lock. */
+static block *containing_block(const void *p, int *dev) {
+  int d = device_of(p);
+  if (d < 0)
+    return NULL;
+  device *dv = &rt.devs[d];
+  size_t off = (size_t)((const char *)p - dv->pub);
+  block *b = &dv->blocks[block_at(dv, off)];
+  if (b->state != B_LIVE || off < b->off || off - b->off >= b->size)
+    return NULL;
+  *dev = d;
+  return b;
+}
+
+simError_t simMemGetAddressRange(void **base, size_t *size, void *p) {
+  INJECT("MemGetAddressRange");
+  pthread_mutex_lock(&rt.lock);
+  int d;
+  block *b = containing_block(p, &d);
+  if (b) {
+    if (base)
+      *base = rt.devs[d].pub + b->off;
+    if (size)
+      *size = b->size;
+  }
+  pthread_mutex_unlock(&rt.lock);
+  return b ? simSuccess : simErrorInvalidValue;
+}
+
 simError_t simIpcGetMemHandle(simIpcMemHandle_t *handle, void *p) {
   INJECT("IpcGetMemHandle");
   if (!handle)
     return simErrorInvalidValue;
   pthread_mutex_lock(&rt.lock);
   int d;
-  block *b = live_block(p, &d);
+  /* as CUDA: an interior pointer gives the handle of the enclosing allocation (its base) */
+  block *b = containing_block(p, &d);
   ipc_payload pl;
   memset(&pl, 0, sizeof pl);
-  simError_t e = b ? simSuccess : simErrorInvalidValue; /* only the start of an allocation */
+  simError_t e = b ? simSuccess : simErrorInvalidValue;
   if (!e && ipcfd_describe(rt.devs[d].fd, b->off, &pl.ref) != 0)
     e = simErrorUnknown;
   if (!e) {

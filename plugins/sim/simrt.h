@@ -130,6 +130,8 @@ typedef struct simIpcMemHandle {
   unsigned char reserved[64];
 } simIpcMemHandle_t;
 simError_t simIpcGetMemHandle(simIpcMemHandle_t *handle, void *p);
+/* The base and size of the live allocation containing p (as cuMemGetAddressRange). */
+simError_t simMemGetAddressRange(void **base, size_t *size, void *p);
 simError_t simIpcOpenMemHandle(void **p, simIpcMemHandle_t handle, unsigned flags);
 simError_t simIpcCloseMemHandle(void *p);
 const char *simIpcReason(void);

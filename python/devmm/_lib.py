@@ -244,6 +244,8 @@ _SIGNATURES = {
     "devmm_ipc_handle_info": (c_int, [_P, _P]),  # (handle, IpcInfo *)
     "devmm_ipc_open": (c_int, [_P, _P, POINTER(c_void_p)]),
     "devmm_ipc_supported": (c_int, [_P]),
+    "devmm_ipc_handle_fd": (c_int, [_P, POINTER(c_int)]),
+    "devmm_ipc_open_fd": (c_int, [_P, _P, c_int, POINTER(c_void_p)]),
 }
 
 
@@ -385,5 +387,6 @@ CONSTANTS: dict = _builtin("constants")()
 
 class IpcInfo(Structure):
     """devmm_ipc_info (ipc.h): what a handle's header says."""
-    _fields_ = [("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
+    _fields_ = [("struct_size", c_size_t),
+                ("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
                 ("bytes", c_uint64), ("pid", c_int32), ("same_machine", c_int)]

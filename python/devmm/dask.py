@@ -19,15 +19,21 @@ Dask re-raises in the client.
         x = client.submit(devmm.zeros, (1 << 20,), "float32")    # allocated by devmm
         print(devmm.dask.statistics(client))                     # one row per worker and device
 
-Serialization: a :class:`devmm.Tensor` whose resource shares memory (``cpu.shm``,
-``sim.device``, ``cuda.device``, ...) travels between processes of the same machine as its IPC
-handle (:mod:`devmm.ipc`; the sender's copy stays in the sender's memory, Dask keeps it as long
-as the key lives); to another machine, or when Dask does not say where it sends, by value.
-``devmm.dask.statistics`` counts what each worker received each way (``ipc_received``,
-``copies_received``).
+Serialization: importing this module registers a Dask serializer for :class:`devmm.Tensor`
+(in the client too: nothing to call). A ``cpu.shm`` tensor travels between processes of the
+same machine as its IPC handle (:mod:`devmm.ipc`): the receiver maps the memory with a
+descriptor of its own, so its copy outlives the sender's (Dask's memory manager drops replicas
+of a key one worker at a time), and can be sent on. The sender holds the memory for
+:data:`devmm.ipc.keep_alive` seconds, for the receiver to open it. Device memory
+(``sim.device``, ``cuda.device``) and anything to another machine, or when Dask does not say
+where it sends, travels by value: an importer of device memory would read freed memory once
+the exporter's replica is dropped (CUDA's rule: the exporter must outlive every importer, and
+nothing tells Dask so). ``devmm.dask.statistics`` counts what each worker received each way
+(``ipc_received``, ``copies_received``); a mapping counts in no statistics or limit of the
+receiver (the memory is the sender's allocation, counted there while the sender holds it).
 
-This module imports ``distributed`` on first use of the plugin or the serializer, never at
-``import devmm``.
+This module imports ``distributed`` on first use of the plugin, never at ``import devmm``;
+``import devmm.dask`` registers the serializer when ``distributed`` is importable.
 """
 
 from __future__ import annotations
@@ -91,11 +97,14 @@ class DevmmPlugin:
         self.route = tuple(route)
         self._path: Optional[str] = None
         self._undo: list = []
+        self._previous: Optional[str] = None
 
     def setup(self, worker: object = None) -> None:
         """On the worker: devmm.init with the configuration, then the routes."""
+        from . import _lib
         from ._info import init
         register_serializers()
+        self._previous = _previous_config() if _lib.is_initialized() else None
         path = self.config
         if path is not None and _is_text(path):
             where = getattr(worker, "local_directory", None) or tempfile.gettempdir()
@@ -113,18 +122,31 @@ class DevmmPlugin:
                 self._undo.append(routed.use_devmm())
 
     def teardown(self, worker: object = None) -> None:
-        """On the worker: undoes the routes it can, forgets the configuration (devmm.shutdown
-        clears the current resources init set) and removes a configuration file it wrote."""
-        from . import _lib
+        """On the worker: undoes the routes it can, gives the worker back the configuration
+        it had before setup (the devmm.ini it had loaded, else its usual lookup) and removes a
+        configuration file it wrote."""
+        from ._info import init
         while self._undo:
             self._undo.pop().__exit__(None, None, None)
-        _lib.shutdown()
+        previous, self._previous = self._previous, None
+        try:
+            init(previous)
+        except Exception:  # that file is gone or broken now: the usual lookup
+            init(None)
         if self._path:
             try:
                 os.unlink(self._path)
             except OSError:
                 pass
             self._path = None
+
+
+def _previous_config() -> "Optional[str]":
+    """The devmm.ini this process loaded, or None (the usual lookup, the built-in default)."""
+    from . import _lib
+    src = _lib.config_source()
+    path = src.decode(errors="replace") if src else None
+    return path if path and os.path.isfile(path) else None
 
 
 _CLASS: list = []
@@ -206,15 +228,14 @@ def _same_machine(context: "Optional[dict]") -> bool:
 
 
 def _serialize(t: object, context: "Optional[dict]" = None) -> tuple:
-    from . import _lib
-    from .ipc import tensor_handle
-    b = t.buffer
-    if t.size and _same_machine(context) and _lib.ipc_supported(_lib.buffer_resource(b._h)):
-        return {"devmm": "ipc"}, [tensor_handle(t)]
-    import ctypes
-    host = t.copy("cpu") if t.device != "cpu" else t.copy()
-    data = ctypes.string_at(host.data_ptr, host.nbytes) if host.size else b""
-    return {"devmm": "value", "shape": list(t.shape), "dtype": t.dtype, "device": t.device}, [data]
+    from . import ipc
+    handle = ipc._shared_handle(t) if t.device == "cpu" and _same_machine(context) else None
+    if handle is not None and ipc.info(handle)["kind"] == "cpu.shm":
+        ipc._hold(t)  # until the receiver opened it: then its mapping is its own
+        return {"devmm": "ipc"}, [handle]
+    _, (data, shape, dtype, device, readonly) = ipc._by_value(t)
+    return {"devmm": "value", "shape": list(shape), "dtype": dtype, "device": device,
+            "readonly": readonly}, [data]
 
 
 def _deserialize(header: dict, frames: list) -> object:
@@ -224,7 +245,7 @@ def _deserialize(header: dict, frames: list) -> object:
         return open_ipc(bytes(frames[0]))
     _received["copies_received"] += 1
     return _rebuild_value(bytes(frames[0]), tuple(header["shape"]), header["dtype"],
-                          header["device"])
+                          header["device"], bool(header.get("readonly")))
 
 
 _registered: list = []
@@ -232,7 +253,8 @@ _registered: list = []
 
 def register_serializers() -> None:
     """Registers the serializer of :class:`devmm.Tensor` with Dask's ``dask`` family (done by
-    :class:`DevmmPlugin` on every worker; call it in the client too, before sending tensors)."""
+    ``import devmm.dask`` and by :class:`DevmmPlugin` on every worker; calling it again does
+    nothing)."""
     if _registered:
         return
     from distributed.protocol import dask_deserialize, dask_serialize
@@ -246,5 +268,10 @@ def register_serializers() -> None:
         pass
     _registered.append(True)
 
+
+try:  # the client's side too: a gather deserializes with it (outside review, finding 7)
+    register_serializers()
+except ImportError:  # no distributed here: the plugin says so when it is used
+    pass
 
 __all__ = ["DevmmPlugin", "statistics", "register_serializers"]

@@ -243,8 +243,8 @@ class Tensor:
         return tensor_handle(self)
 
     def __reduce__(self) -> tuple:
-        """Pickles by IPC handle when the resource shares memory (zero-copy for
-        ``multiprocessing``), else by value."""
+        """Pickles by value (``multiprocessing`` sends a tensor whose memory can be shared
+        by IPC handle instead: :mod:`devmm.ipc`)."""
         from .ipc import _reduce
         return _reduce(self)
 
@@ -660,5 +660,12 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     d = _lib.buffer_device(buffer._h)
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))
 
+
+def _install_reducer() -> None:
+    from .ipc import _install_reducer as install
+    install()
+
+
+_install_reducer()  # multiprocessing sends shared tensors by handle (devmm.ipc)
 
 __all__ = ["Buffer", "Tensor", "empty", "zeros", "from_buffer_view", "DType"]

@@ -4,10 +4,13 @@
  * Environment (set by Meson): DEVMM_PLUGIN_PATH (the plugins' build directory). */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -182,11 +185,11 @@ START_TEST(shm_exporter_free_keeps_an_open_mapping) {
   ck_assert(same(q, n, 5));
   int fds, maps;
   shm_usage(&fds, &maps);
-  ck_assert_int_eq(fds, 0); /* the exporter's descriptor went with its free */
+  ck_assert_int_eq(fds, 1); /* the exporter's went with its free; the mapping keeps its own */
   ck_assert_int_eq(maps, 1);
   devmm_ipc_close(b);
   shm_usage(&fds, &maps);
-  ck_assert_int_eq(maps, 0);
+  ck_assert_int_eq(fds + maps, 0);
   devmm_resource_release(r);
 }
 END_TEST
@@ -234,7 +237,7 @@ START_TEST(shm_handle_of_an_exited_exporter_is_stale) {
   ck_assert_int_eq(wait_child(pid), 0);
   close(fds[0]);
   init();
-  devmm_ipc_info info;
+  devmm_ipc_info info = {.struct_size = sizeof info};
   ck_assert_int_eq(devmm_ipc_handle_info(&h, &info), DEVMM_OK);
   ck_assert_str_eq(info.kind, "cpu.shm");
   ck_assert_int_eq(info.pid, pid);
@@ -269,7 +272,9 @@ START_TEST(bad_handles_are_refused_with_a_reason) {
   h.bytes[DEVMM_IPC_HEADER_SIZE + 3] ^= 0x40; /* the payload */
   ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_EINVAL);
   ck_assert_error_contains("IPC handle corrupted");
-  ck_assert_int_eq(devmm_ipc_handle_info(&h, &(devmm_ipc_info){0}), DEVMM_EINVAL);
+  ck_assert_int_eq(
+      devmm_ipc_handle_info(&h, &(devmm_ipc_info){.struct_size = sizeof(devmm_ipc_info)}),
+      DEVMM_EINVAL);
   ck_assert_int_eq(devmm_ipc_open(NULL, NULL, &b), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_ipc_open(NULL, &good, NULL), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_ipc_get_handle(r, NULL, 1, &h), DEVMM_EINVAL);
@@ -386,7 +391,7 @@ START_TEST(shm_leaves_no_descriptor_or_mapping) {
     ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b[i]), DEVMM_OK);
   }
   shm_usage(&fds, &maps);
-  ck_assert_int_eq(fds, 4);
+  ck_assert_int_eq(fds, 8); /* each mapping keeps a descriptor: it can export again */
   ck_assert_int_eq(maps, 8);
   for (int i = 0; i < 4; i++) {
     devmm_ipc_close(b[i]);
@@ -492,16 +497,38 @@ START_TEST(sim_exporter_free_poisons_what_an_importer_maps) {
 }
 END_TEST
 
-START_TEST(sim_handles_need_the_start_of_a_device_allocation) {
+/* Outside review, finding 6: the range is checked against the allocation, and an interior
+ * pointer maps the enclosing allocation (as CUDA's cudaIpcGetMemHandle does) with the offset
+ * carried in devmm's payload: the importer sees the bytes at the pointer, not at the base. */
+START_TEST(sim_handles_check_the_range_and_carry_an_interior_offset) {
   init();
   devmm_resource *r = kind("sim.device", NULL, 0);
   void *p;
-  ck_assert_int_eq(devmm_allocate(r, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r, 8192, 0, NULL, &p), DEVMM_OK);
+  unsigned char host[8192];
+  fill(host, sizeof host, 5);
+  ck_assert_int_eq(devmm_copy(r, p, host, sizeof host, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_synchronize(r, NULL), DEVMM_OK);
   devmm_ipc_handle h;
-  ck_assert_int_eq(devmm_ipc_get_handle(r, (char *)p + 256, 256, &h), DEVMM_EDEVICE);
-  ck_assert_error_contains("simIpcGetMemHandle");
-  ck_assert_int_eq(devmm_ipc_get_handle(r, p, 4096, &h), DEVMM_OK);
-  ck_assert_int_eq(devmm_deallocate(r, p, 4096, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_get_handle(r, p, (size_t)1 << 40, &h), DEVMM_EINVAL);
+  ck_assert_error_contains("sim.device: [");
+  ck_assert_error_contains("+1099511627776) runs past its allocation of 8192 bytes");
+  ck_assert_int_eq(devmm_ipc_get_handle(r, (char *)p + 4096, 4097, &h), DEVMM_EINVAL);
+  ck_assert_error_contains("runs past its allocation of 8192 bytes");
+  ck_assert_msg(devmm_ipc_get_handle(r, (char *)p + 4096 + 100, 1000, &h) == DEVMM_OK, "%s",
+                devmm_last_error());
+  devmm_buffer *b;
+  ck_assert_msg(devmm_ipc_open(NULL, &h, &b) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_uint_eq(devmm_buffer_nbytes(b), 1000);
+  devmm_resource *mr = devmm_buffer_resource(b);
+  unsigned char back[1000];
+  ck_assert_int_eq(devmm_copy(mr, back, devmm_buffer_ptr(b), sizeof back, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_synchronize(mr, NULL), DEVMM_OK);
+  ck_assert_msg(memcmp(back, host + 4196, sizeof back) == 0,
+                "the importer sees the allocation's base, not the interior pointer's bytes");
+  devmm_ipc_close(b);
+  /* the runtime itself maps the enclosing allocation, as CUDA does */
+  ck_assert_int_eq(devmm_deallocate(r, p, 8192, 0, NULL), DEVMM_OK);
   devmm_resource_release(r);
   /* pools: sim.async has no IPC group, and ipc = true says why */
   devmm_resource *a = kind("sim.async", NULL, 0);
@@ -516,6 +543,204 @@ START_TEST(sim_handles_need_the_start_of_a_device_allocation) {
   ck_assert_error_contains("ipc = true needs pool = own");
   (void)SIM0;
   (void)CPU;
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the outside review */
+
+/* A handle's checksum recomputed after a forgery (FNV-1a, the checksum field read as 0). */
+static void reseal(devmm_ipc_handle *h) {
+  uint32_t x = 2166136261u;
+  for (size_t i = 0; i < sizeof h->bytes; i++)
+    x = (x ^ (i >= 8 && i < 12 ? 0 : h->bytes[i])) * 16777619u;
+  memcpy(h->bytes + 8, &x, 4);
+}
+
+/* The cpu.shm payload: ino, dev, offset (uint64), fd (int32), after the 96-byte header. */
+static void forge_fd(devmm_ipc_handle *h, int fd) {
+  struct stat st;
+  ck_assert_int_eq(fstat(fd, &st), 0);
+  uint64_t ino = (uint64_t)st.st_ino, dev = (uint64_t)st.st_dev;
+  memcpy(h->bytes + DEVMM_IPC_HEADER_SIZE, &ino, 8);
+  memcpy(h->bytes + DEVMM_IPC_HEADER_SIZE + 8, &dev, 8);
+  memcpy(h->bytes + DEVMM_IPC_HEADER_SIZE + 24, &fd, 4);
+  reseal(h);
+}
+
+static int shm_fd_of(const devmm_ipc_handle *h) {
+  int fd;
+  memcpy(&fd, h->bytes + DEVMM_IPC_HEADER_SIZE + 24, 4);
+  return fd;
+}
+
+/* Findings 9 and 10: a forged handle (its checksum is no authentication) naming a regular file,
+ * a pipe, or another boot opens nothing; the memfd is sealed against shrinking. */
+START_TEST(forged_handles_open_only_devmm_memfds) {
+  init();
+  devmm_resource *r = kind("cpu.shm", NULL, 0);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 4096, 0, NULL, &p), DEVMM_OK);
+  devmm_ipc_handle good, h;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, p, 4096, &good), DEVMM_OK);
+  devmm_buffer *b = NULL;
+  /* a regular file of this process, right inode and size: it must not be mapped */
+  char path[TESTRES_PATH_MAX];
+  int file = testres_mkstemp(path, sizeof path, "ipc-forged");
+  unlink(path);
+  ck_assert_int_eq(ftruncate(file, 8192), 0);
+  h = good;
+  forge_fd(&h, file);
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_EINVAL);
+  ck_assert_ptr_null(b);
+  ck_assert_error_contains("is not a devmm memfd");
+  int pipefd[2];
+  ck_assert_int_eq(pipe(pipefd), 0);
+  h = good;
+  forge_fd(&h, pipefd[0]);
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_EINVAL);
+  ck_assert_error_contains("is not a regular file (a devmm memfd)");
+  close(pipefd[0]);
+  close(pipefd[1]);
+  close(file);
+  /* another boot: refused, and said so */
+  h = good;
+  h.bytes[32] ^= 0x5a;
+  reseal(&h);
+  devmm_ipc_info info = {.struct_size = sizeof info};
+  ck_assert_int_eq(devmm_ipc_handle_info(&h, &info), DEVMM_OK);
+  ck_assert_int_eq(info.same_machine, 0);
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_EINVAL);
+  ck_assert_error_contains("was made on another machine, or before this machine's last boot (its "
+                           "boot id differs): it names nothing here");
+  /* the memfd is sealed: a peer cannot shrink it under the other's mapping (SIGBUS) */
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", shm_fd_of(&good));
+  int fd = open(proc, O_RDWR | O_CLOEXEC);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_ne(ftruncate(fd, 0), 0);
+  ck_assert_int_eq(errno, EPERM);
+  close(fd);
+  ck_assert_int_eq(devmm_deallocate(r, p, 4096, 0, NULL), DEVMM_OK);
+  devmm_resource_release(r);
+}
+END_TEST
+
+/* Finding 2: an opened cpu.shm mapping exports again (the importer keeps its own descriptor). */
+START_TEST(shm_mappings_export_again) {
+  init();
+  devmm_resource *r = kind("cpu.shm", NULL, 0);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 8192, 0, NULL, &p), DEVMM_OK);
+  devmm_ipc_handle h, h2;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, p, 8192, &h), DEVMM_OK);
+  devmm_buffer *b, *b2;
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_OK);
+  ck_assert_int_eq(devmm_deallocate(r, p, 8192, 0, NULL), DEVMM_OK); /* the exporter lets go */
+  char *q = devmm_buffer_ptr(b);
+  ck_assert_msg(devmm_ipc_get_handle(devmm_buffer_resource(b), q + 100, 4000, &h2) == DEVMM_OK,
+                "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_ipc_get_handle(devmm_buffer_resource(b), q + 100, 8093, &h2),
+                   DEVMM_EINVAL);
+  ck_assert_error_contains("runs past its allocation");
+  ck_assert_int_eq(devmm_ipc_get_handle(devmm_buffer_resource(b), q + 100, 4000, &h2), DEVMM_OK);
+  ck_assert_msg(devmm_ipc_open(NULL, &h2, &b2) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_uint_eq(devmm_buffer_nbytes(b2), 4000);
+  ((char *)devmm_buffer_ptr(b2))[0] = 42;
+  ck_assert_int_eq(q[100], 42);
+  devmm_ipc_close(b); /* the second mapping has its own descriptor */
+  ((char *)devmm_buffer_ptr(b2))[1] = 43;
+  ck_assert_int_eq(((char *)devmm_buffer_ptr(b2))[1], 43);
+  devmm_ipc_close(b2);
+  int fds, maps;
+  shm_usage(&fds, &maps);
+  ck_assert_int_eq(fds, 0);
+  ck_assert_int_eq(maps, 0);
+  devmm_resource_release(r);
+}
+END_TEST
+
+/* ADR 33: a cpu.shm handle's descriptor can travel itself (SCM_RIGHTS, DupFd): the receiver
+ * maps it without /proc, after the exporter freed; a wrong descriptor is refused. */
+START_TEST(shm_handles_travel_as_descriptors) {
+  init();
+  devmm_resource *r = kind("cpu.shm", NULL, 0);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 8192, 0, NULL, &p), DEVMM_OK);
+  fill(p, 8192, 6);
+  devmm_ipc_handle h;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, (char *)p + 4096, 4096, &h), DEVMM_OK);
+  int fd = -1;
+  ck_assert_msg(devmm_ipc_handle_fd(&h, &fd) == DEVMM_OK, "%s", devmm_last_error());
+  int sent = dup(fd); /* what the receiver gets */
+  ck_assert_int_ge(sent, 0);
+  ck_assert_int_eq(devmm_deallocate(r, p, 8192, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h, &fd), DEVMM_EINVAL); /* freed: no descriptor */
+  ck_assert_error_contains("no live cpu.shm allocation or mapping of this process");
+  devmm_buffer *b = NULL;
+  ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_ENOENT); /* /proc: gone */
+  ck_assert_msg(devmm_ipc_open_fd(NULL, &h, sent, &b) == DEVMM_OK, "%s", devmm_last_error());
+  close(sent); /* the mapping keeps its own duplicate */
+  ck_assert(same(devmm_buffer_ptr(b), 4096, 6 + 4096 * 7));
+  devmm_ipc_handle h2;
+  ck_assert_int_eq(devmm_ipc_get_handle(devmm_buffer_resource(b), devmm_buffer_ptr(b), 4096, &h2),
+                   DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h2, &fd), DEVMM_OK); /* a mapping's own descriptor */
+  devmm_ipc_close(b);
+  /* a descriptor that is not the handle's memfd */
+  char path[TESTRES_PATH_MAX];
+  int file = testres_mkstemp(path, sizeof path, "ipc-adopt");
+  unlink(path);
+  ck_assert_int_eq(devmm_ipc_open_fd(NULL, &h, file, &b), DEVMM_EINVAL);
+  ck_assert_error_contains("is not the memfd the handle names");
+  close(file);
+  ck_assert_int_eq(devmm_ipc_open_fd(NULL, &h, -1, &b), DEVMM_EINVAL);
+  int fds, maps;
+  shm_usage(&fds, &maps);
+  ck_assert_int_eq(fds + maps, 0);
+  devmm_resource_release(r);
+  /* device memory has no descriptor to send */
+  devmm_resource *sim = kind("sim.device", NULL, 0);
+  ck_assert_int_eq(devmm_allocate(sim, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_get_handle(sim, p, 4096, &h), DEVMM_OK);
+  ck_assert_int_eq(devmm_ipc_handle_fd(&h, &fd), DEVMM_ENOTSUP);
+  ck_assert_error_contains("IPC handles of kind sim.device name no descriptor");
+  ck_assert_int_eq(devmm_deallocate(sim, p, 4096, 0, NULL), DEVMM_OK);
+  devmm_resource_release(sim);
+}
+END_TEST
+
+/* Finding 11: devmm_ipc_info is versioned; resource ops sizes that end inside a field are
+ * refused (copying them would copy half a pointer). */
+START_TEST(the_info_struct_and_ops_sizes_are_versioned) {
+  init();
+  devmm_resource *r = kind("cpu.shm", NULL, 0);
+  void *p;
+  ck_assert_int_eq(devmm_allocate(r, 64, 0, NULL, &p), DEVMM_OK);
+  devmm_ipc_handle h;
+  ck_assert_int_eq(devmm_ipc_get_handle(r, p, 64, &h), DEVMM_OK);
+  devmm_ipc_info info;
+  memset(&info, 0, sizeof info);
+  ck_assert_int_eq(devmm_ipc_handle_info(&h, &info), DEVMM_EINVAL);
+  ck_assert_error_contains("devmm_ipc_handle_info: out->struct_size is 0: set it to "
+                           "sizeof(devmm_ipc_info)");
+  info.struct_size = sizeof info;
+  ck_assert_int_eq(devmm_ipc_handle_info(&h, &info), DEVMM_OK);
+  ck_assert_str_eq(info.kind, "cpu.shm");
+  ck_assert_uint_eq(info.bytes, 64);
+  ck_assert_int_eq(info.same_machine, 1);
+  ck_assert_int_eq(devmm_deallocate(r, p, 64, 0, NULL), DEVMM_OK);
+  devmm_resource_release(r);
+  devmm_resource_ipc_ops group = {sizeof group, "test.ipc", t_get, t_open, t_close};
+  devmm_resource_ops ops = {.struct_size =
+                                offsetof(devmm_resource_ops, ipc) + 4, /* half of the ipc pointer */
+                            .allocate = t_alloc,
+                            .deallocate = t_free,
+                            .ipc = &group};
+  devmm_resource *x = NULL;
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.odd", 0, &x), DEVMM_EINVAL);
+  ck_assert_ptr_null(x);
+  ck_assert_error_contains("ops.struct_size");
+  ck_assert_error_contains("ends inside a field");
 }
 END_TEST
 
@@ -535,7 +760,11 @@ Suite *ipc_suite(void) {
   tcase_add_test(tc, the_group_is_read_only_as_far_as_struct_sizes_say);
   tcase_add_test(tc, sim_round_trip_between_processes);
   tcase_add_test(tc, sim_exporter_free_poisons_what_an_importer_maps);
-  tcase_add_test(tc, sim_handles_need_the_start_of_a_device_allocation);
+  tcase_add_test(tc, sim_handles_check_the_range_and_carry_an_interior_offset);
+  tcase_add_test(tc, forged_handles_open_only_devmm_memfds);
+  tcase_add_test(tc, shm_mappings_export_again);
+  tcase_add_test(tc, the_info_struct_and_ops_sizes_are_versioned);
+  tcase_add_test(tc, shm_handles_travel_as_descriptors);
   suite_add_tcase(s, tc);
   return s;
 }

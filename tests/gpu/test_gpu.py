@@ -471,8 +471,41 @@ def ipc_cuda_device_between_processes():
 
 
 @check
-def ipc_cuda_async_pool_between_processes():
-    _ipc_round_trip(cuda_mrs().CudaAsyncMemoryResource(0, pool="own", ipc=True))
+def ipc_cuda_device_interior_pointer_and_range():
+    """ADR 33: a handle of an interior pointer carries its offset (CUDA maps the allocation's
+    base), and a range past the allocation is refused."""
+    import ctypes
+    import subprocess
+    n = np()
+    resource = cuda_mrs().CudaMemoryResource(0)
+    host = devmm.empty((2048,), "int32")
+    n.asarray(host)[:] = n.arange(2048)
+    t = devmm.empty((2048,), "int32", resource=resource)
+    L = devmm._lib
+    L.check(L.copy(resource._h, t.data_ptr, host.data_ptr, t.nbytes, None))
+    L.check(L.synchronize(resource._h, None))
+    out = ctypes.create_string_buffer(L.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"])
+    rc = L.ipc_get_handle(resource._h, t.data_ptr, t.nbytes + (1 << 20), out)
+    assert rc != 0 and "runs past its allocation" in str(L.error(rc)), L.error(rc)
+    L.check(L.ipc_get_handle(resource._h, t.data_ptr + 4096, 4096, out))
+    child = ("import sys, numpy as np, devmm\n"
+             "u = devmm.open_ipc(bytes.fromhex(sys.argv[1]))\n"
+             "a = np.asarray(u.copy('cpu')).view(np.int32)\n"
+             "assert (a == np.arange(1024, 2048)).all(), ('child: wrong bytes', a[:4])\n")
+    r = subprocess.run([sys.executable, "-c", child, out.raw.hex()], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+@check
+def ipc_cuda_async_pool_is_refused():
+    """ADR 33: ipc = true is refused, saying why (a driver descriptor cannot be reopened)."""
+    try:
+        cuda_mrs().CudaAsyncMemoryResource(0, pool="own", ipc=True)
+    except devmm.DevmmError as e:
+        assert "a pool's shareable handle is a driver descriptor" in str(e), e
+    else:
+        raise AssertionError("cuda.async with ipc = true was accepted")
 
 
 def main(argv):
