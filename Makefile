@@ -82,7 +82,7 @@ tsan: deps
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
 valgrind: test-build
-	VALGRIND="valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	VALGRIND="valgrind --quiet --fair-sched=yes --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
 	  --suppressions=$(CURDIR)/tests/valgrind.supp" ./tests/run-valgrind.sh $(BUILD)
 
 # The Python lifetime and stress tests over an ASan build of libdevmm (LD_PRELOAD runtime).
