@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "testres.h"
 
@@ -216,6 +217,9 @@ static void *tr_walker(void *arg) {
     if (count > TR_THREADS * 8 + TR_QUEUE) /* never more than what the threads can hold */
       w->disorder++;
     w->walks++;
+    /* a walk holds every stripe: leave the workers room between two (valgrind runs one thread
+     * at a time, and a walker that never pauses starves them there) */
+    nanosleep(&(struct timespec){0, 50000}, NULL);
   }
   return NULL;
 }
