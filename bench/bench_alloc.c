@@ -112,20 +112,8 @@ static double once(devmm_resource *r, size_t size, int threads, long iters, doub
 /* Median over 5 runs of ns per pair (per thread); with 2 threads also the throughput. */
 static double measure(devmm_resource *r, size_t size, int threads, long iters, double *mops) {
   double ns[5], tp[5];
-  for (int rep = 0; rep < 5; rep++) {
-    job j[2];
-    pthread_t t[2];
-    double t0 = now();
-    for (int k = 0; k < threads; k++) {
-      j[k] = (job){r, size, iters, 0};
-      pthread_create(&t[k], NULL, loop, &j[k]);
-    }
-    for (int k = 0; k < threads; k++)
-      pthread_join(t[k], NULL);
-    double wall = now() - t0;
-    ns[rep] = wall / (double)iters * 1e9;
-    tp[rep] = (double)threads * (double)iters / wall / 1e6;
-  }
+  for (int rep = 0; rep < 5; rep++)
+    ns[rep] = once(r, size, threads, iters, &tp[rep]);
   qsort(ns, 5, sizeof ns[0], cmp);
   qsort(tp, 5, sizeof tp[0], cmp);
   if (mops)
