@@ -92,7 +92,7 @@ expect 0 "(none)" --config "$tmp/nodevice.ini"
 expect 2 "check: no device to check" --check --config "$tmp/nodevice.ini"
 expect 2 "strict: no device" --strict --config "$tmp/nodevice.ini"
 expect 1 "unknown argument" --bogus
-# review of the SDK (work/2026-12-sdk/review.md, findings 10, 11, 13)
+# an option without its value says so
 expect 1 "devmm-info: --config needs a FILE" --config
 # --json with an invalid configuration: a JSON error object on stdout, the text on stderr, exit 1
 set +e

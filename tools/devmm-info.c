@@ -54,15 +54,6 @@ static const char *short_name(const char *name, char *buf, size_t cap) {
   return buf;
 }
 
-static void human(char *buf, size_t cap, size_t bytes) {
-  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)bytes;
-  int i = 0;
-  while (v >= 1024 && i < 4)
-    v /= 1024, i++;
-  snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
 /* Round trip through the device's current resource: allocate, fill with a pattern through the
  * resource's memset, copy back into host memory, compare, free. */
 static int check_device(devmm_device dev, char *msg, size_t cap) {
@@ -225,8 +216,9 @@ int main(int argc, char **argv) {
       char name[32], total[32], freeb[32], sname[64];
       devmm_device_get(i, &d);
       devmm_device_format(d.info.device, name, sizeof name);
-      human(total, sizeof total, d.info.total_bytes); /* 0: unknown (plugin.h) */
-      human(freeb, sizeof freeb, d.info.free_bytes);
+      devmm_format_size((double)d.info.total_bytes, 1, total,
+                        sizeof total); /* 0: unknown (plugin.h) */
+      devmm_format_size((double)d.info.free_bytes, 1, freeb, sizeof freeb);
       printf("  %-8s %s\n           memory: %s%s, %s%s; plugin %s\n", name, d.info.name,
              d.info.total_bytes ? total : "total ", d.info.total_bytes ? " total" : "unknown",
              d.info.free_bytes ? freeb : "free ", d.info.free_bytes ? " free" : "unknown",

@@ -109,7 +109,7 @@ typedef struct devmm_tracking_event {
   devmm_stream stream;
   uint64_t thread_id; /* of the thread that allocated or freed */
   uint64_t tag;       /* the allocation's context tag */
-  uint32_t action;    /* DEVMM_LOG_ALLOCATE or DEVMM_LOG_FREE (log.h) */
+  uint32_t action;    /* DEVMM_LOG_ALLOCATE or DEVMM_LOG_FREE (memlog.h) */
   uint32_t reserved_;
 } devmm_tracking_event;
 

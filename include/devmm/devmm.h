@@ -15,7 +15,7 @@
 #include "export.h"
 #include "ipc.h"
 #include "layout.h"
-#include "log.h"
+#include "memlog.h"
 #include "oom.h"
 #include "plugin.h"
 #include "registry.h"

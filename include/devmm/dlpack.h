@@ -66,11 +66,7 @@ DEVMM_API int devmm_tensor_to_dlpack_versioned(const devmm_tensor *t, uint64_t f
 /* Exports t as a legacy DLManagedTensor (no flags: consumers treat it as writable, so a
  * read-only tensor is refused with DEVMM_ENOTSUP). */
 DEVMM_API int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out);
-/* Copies t's elements into a new compact row-major tensor allocated from dst: padding is
- * dropped. The copy goes through a resource that can address both sides (the device side's
- * for host <-> device, the source's otherwise), ordered after both buffers' streams, and is
- * complete when this returns; devices of two different runtimes fail with DEVMM_ENOTSUP. */
-DEVMM_API int devmm_tensor_copy(const devmm_tensor *t, devmm_resource *dst, devmm_tensor **out);
+/* devmm_tensor_copy (a copy to another resource) is declared in tensor.h, included above. */
 
 /* PyCapsule destructors for "dltensor_versioned" / "dltensor" capsules, for a Python front end
  * that makes capsules with PyCapsule_New. They free a capsule that was never consumed (its name

@@ -113,6 +113,60 @@ DEVMM_API void devmm_ipc_close(devmm_buffer *b);
 /* 1 if r's stack can make handles (some resource in it has an IPC group), else 0. */
 DEVMM_API int devmm_ipc_supported(const devmm_resource *r);
 
+/* ---------------------------------------------------------------- tensor handles (ADR 35)
+ * A tensor's handle is its buffer's handle and its layout, so that the importer needs no shape
+ * or dtype from the sender: little-endian bytes, 300 + 16 * ndim of them (version 2, the format
+ * devmm's Python side wrote before it moved here: handles of either open in the other):
+ *
+ *   0 "devmmT"  6 u16 version (2)  8 the buffer's handle (DEVMM_IPC_HANDLE_SIZE bytes)
+ *   264 the dtype's name (16 bytes, NUL-padded)  280 u32 ndim  284 u32 flags (bit 0: read-only)
+ *   288 u64 byte offset of element 0  296 u32 CRC-32 (zlib's) of bytes 264 to the end, this
+ *   field read as 0  300 i64 shape[ndim], then i64 strides[ndim] (in elements)
+ *
+ *   unsigned char h[DEVMM_IPC_TENSOR_HANDLE_MAX]; size_t n;   // exporter
+ *   devmm_ipc_get_tensor_handle(t, h, sizeof h, &n);          // ... send the n bytes
+ *   devmm_tensor *u;                                          // importer
+ *   devmm_ipc_open_tensor(NULL, h, n, &u);                    // the same memory, t's layout
+ *   devmm_tensor_destroy(u);                                  // unmaps it */
+
+#define DEVMM_IPC_TENSOR_VERSION 2
+#define DEVMM_IPC_TENSOR_HEADER_SIZE 300 /* bytes before the shape */
+#define DEVMM_IPC_TENSOR_HANDLE_MAX (DEVMM_IPC_TENSOR_HEADER_SIZE + 16 * DEVMM_MAX_NDIM) /* 812 */
+#define DEVMM_IPC_DTYPE_MAX 16 /* a dtype name a tensor handle holds is at most this long */
+
+/* What a tensor handle's own fields say. Set struct_size to sizeof(devmm_ipc_tensor_info) before
+ * the call: fields are only appended, and devmm fills the ones that struct_size covers. */
+typedef struct devmm_ipc_tensor_info {
+  size_t struct_size;
+  int is_tensor; /* 0: a buffer's handle (only `buffer` is set; it opens as 1-D uint8 bytes) */
+  int ndim;
+  devmm_dtype dtype;
+  int readonly;
+  uint64_t byte_offset;
+  int64_t shape[DEVMM_MAX_NDIM];
+  int64_t strides[DEVMM_MAX_NDIM]; /* in elements */
+  devmm_ipc_handle buffer;         /* the buffer's handle inside (devmm_ipc_handle_info reads it) */
+} devmm_ipc_tensor_info;
+
+/* Writes t's handle into out (cap bytes; DEVMM_IPC_TENSOR_HANDLE_MAX always suffice) and its
+ * length into *len: the handle of t's buffer (devmm_ipc_get_handle) and t's layout. */
+DEVMM_API int devmm_ipc_get_tensor_handle(const devmm_tensor *t, void *out, size_t cap,
+                                          size_t *len);
+/* Checks a tensor handle's own fields (magic, version, length, ndim, checksum, dtype, flags,
+ * shape and strides; DEVMM_EINVAL or DEVMM_EOVERFLOW saying which) and describes them. The
+ * buffer's handle inside is checked by devmm_ipc_handle_info, everything by the open. */
+DEVMM_API int devmm_ipc_tensor_handle_info(const void *handle, size_t len,
+                                           devmm_ipc_tensor_info *out);
+/* Opens a tensor handle (len bytes; or a buffer's handle: a 1-D uint8 tensor of all its bytes)
+ * as devmm_ipc_open opens its buffer, once every field is checked and the layout found to fit
+ * the buffer. devmm_tensor_destroy unmaps it (the tensor holds the buffer's only reference). */
+DEVMM_API int devmm_ipc_open_tensor(devmm_resource *r, const void *handle, size_t len,
+                                    devmm_tensor **out);
+/* As devmm_ipc_open_tensor, mapping fd, the buffer's descriptor received from its exporter
+ * (devmm_ipc_handle_fd of info.buffer there), as devmm_ipc_open_fd does. */
+DEVMM_API int devmm_ipc_open_tensor_fd(devmm_resource *r, const void *handle, size_t len, int fd,
+                                       devmm_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,10 @@
 /* devmm — the test entry of the simulated accelerator, devmm-sim.so (not libdevmm).
  *
- * devmm-sim is plugins/gpu/gpu.c built against a simulated runtime (plugins/sim/simrt.c): kinds
- * sim.device, sim.async, sim.managed, sim.pinned on devices "sim:N" (DLPack kDLExtDev). Device
- * memory faults on any host touch; streams are queues run by worker threads with seeded random
- * delays; a stream-ordered free poisons the bytes with 0xDD. These functions let a test drive
- * it as a real program drives a GPU: streams, events and "kernels" that read or write device
+ * devmm-sim is the GPU plugin (plugins/gpu/) built against a simulated runtime (plugins/gpu/sim/):
+ * kinds sim.device, sim.async, sim.managed, sim.pinned on devices "sim:N" (DLPack kDLExtDev).
+ * Device memory faults on any host touch; streams are queues run by worker threads with seeded
+ * random delays; a stream-ordered free poisons the bytes with 0xDD. These functions let a test
+ * drive it as a real program drives a GPU: streams, events and "kernels" that read or write device
  * bytes in stream order. They are exported by the plugin: find its path with devmm_plugin_get
  * (or devmm.plugins() in Python) and dlopen it (RTLD_NOLOAD finds the copy devmm loaded).
  * Configure it in devmm.ini: [plugin sim] devices = 2, memory = 256MiB, jitter_us = 50, seed = 1.

@@ -100,6 +100,12 @@ DEVMM_API size_t devmm_tensor_size(const devmm_tensor *t);
  * buffer's stream; host-accessible memory is synchronised before returning. */
 DEVMM_API int devmm_tensor_zero(devmm_tensor *t);
 
+/* Copies t's elements into a new compact row-major tensor allocated from dst: padding is
+ * dropped. The copy goes through a resource that can address both sides (the device side's
+ * for host <-> device, the source's otherwise), ordered after both buffers' streams, and is
+ * complete when this returns; devices of two different runtimes fail with DEVMM_ENOTSUP. */
+DEVMM_API int devmm_tensor_copy(const devmm_tensor *t, devmm_resource *dst, devmm_tensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 /* devmm — strings devmm allocates for the caller (devmm_info_json, devmm_tracking_report, ...),
- * freed by core/text.c. */
+ * freed by core/base/text.c. */
 #ifndef DEVMM_TEXT_H
 #define DEVMM_TEXT_H
 

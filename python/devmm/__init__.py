@@ -12,26 +12,52 @@ from __future__ import annotations
 
 import atexit as _atexit
 
-from . import _lib
+from . import _lib, _shared
 from .dtype import DType
 from .errors import (BufferFreedError, CallbackError, ConfigError, DeviceExportError, DevmmError,
                      DevmmStateError, DevmmValueError, OutOfMemoryError, PluginError,
                      StaleHandleError, StreamError)
+from .ipc import open_ipc
+from .profile import profiler as profile
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
 from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
 
+# The package has no import cycle (tests/python/test_structure.py, ADR 36): devmm.ipc, imported
+# above, plugs in the tensors' process side; devmm.profile is bound to its callable `profiler`
+# here, before any other import of it could bind the plain module; devmm.adaptors registers
+# the class of each adaptor kind when it loads, on first use.
+
+
+def _load_adaptors() -> object:
+    """devmm._shared.loader: the first adaptor C hands back loads the adaptor classes."""
+    from . import adaptors  # on first use: start-up time (docs/performance.md)
+    return adaptors
+
+
+_shared.loader = _load_adaptors
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what _LAZY serves, for static checkers (tests/python/test_static_types.py)
+    from .adaptors import (AlignedAdaptor, CallbackMemoryResource, FailureCallbackAdaptor,
+                           LimitingAdaptor, LoggingAdaptor, StatisticsAdaptor, ThreadSafeAdaptor,
+                           TrackingAdaptor)
+    from .config import devices, info, init, plugins, version
+    from .layout import Aligned, ColumnMajor, Layout, RowMajor, Strided
+    from .statistics import Statistics
+    from .timeline import snapshot
+
 # Imported on first use: start-up time matters to short scripts (see docs/performance.md).
 _LAZY = {
-    "devices": "_info", "info": "_info", "init": "_info", "plugins": "_info", "version": "_info",
+    "devices": "config", "info": "config", "init": "config", "plugins": "config",
+    "version": "config", "Statistics": "statistics",
     "AlignedAdaptor": "adaptors", "CallbackMemoryResource": "adaptors",
     "FailureCallbackAdaptor": "adaptors", "LimitingAdaptor": "adaptors",
     "LoggingAdaptor": "adaptors", "StatisticsAdaptor": "adaptors",
-    "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors", "Statistics": "statistics",
+    "ThreadSafeAdaptor": "adaptors", "TrackingAdaptor": "adaptors",
     "Aligned": "layout", "ColumnMajor": "layout", "Layout": "layout", "RowMajor": "layout",
     "Strided": "layout",
-    "snapshot": "timeline", "profile": "profile",
-    "open_ipc": "ipc", "ipc": "ipc", "dask": "dask",
+    "snapshot": "timeline", "dask": "dask",
     "mrs": "mrs",  # devmm.mrs.create_resource after a plain `import devmm`, as plugins.md shows
 }
 
@@ -40,9 +66,9 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'devmm' has no attribute '{name}'")
-    import importlib
+    import importlib  # on first use: importing it costs start-up time
     mod = importlib.import_module(f".{module}", __name__)
-    value = mod if name == module else getattr(mod, name)  # devmm.profile is its module
+    value = mod if name == module else getattr(mod, name)
     globals()[name] = value
     return value
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import _tool
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["info"]:  # everything after it is devmm-info's, --help included
-        from . import _tool
         return _tool.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m devmm")
     sub = ap.add_subparsers(dest="command", required=True)

@@ -246,6 +246,15 @@ _SIGNATURES = {
     "devmm_ipc_supported": (c_int, [_P]),
     "devmm_ipc_handle_fd": (c_int, [_P, POINTER(c_int)]),
     "devmm_ipc_open_fd": (c_int, [_P, _P, c_int, POINTER(c_void_p)]),
+    # tensor handles (ADR 35): (tensor, out, cap, *len); (handle, len, IpcTensorInfo *); opens
+    "devmm_ipc_get_tensor_handle": (c_int, [_P, _P, c_size_t, POINTER(c_size_t)]),
+    "devmm_ipc_tensor_handle_info": (c_int, [_P, c_size_t, _P]),
+    "devmm_ipc_open_tensor": (c_int, [_P, _P, c_size_t, POINTER(c_void_p)]),
+    "devmm_ipc_open_tensor_fd": (c_int, [_P, _P, c_size_t, c_int, POINTER(c_void_p)]),
+    "devmm_tensor_ndim": (c_int, [_P]),
+    "devmm_tensor_shape": (POINTER(c_int64), [_P]),
+    "devmm_tensor_dtype": (DType, [_P]),
+    "devmm_dtype_format": (c_int, [DType, c_char_p, c_size_t]),
 }
 
 
@@ -287,7 +296,7 @@ def error(status: int) -> errors.DevmmError:
     if name == "DEVMM_ENOMEM":  # the explanation's figures, from C (devmm_last_oom)
         rep = OomReport(struct_size=ctypes.sizeof(OomReport))
         if _bound("last_oom")(ctypes.byref(rep)) == 0:
-            exc._set_figures(rep)
+            exc._set_figures(rep, format_device(rep.device))
     return exc
 
 
@@ -295,6 +304,17 @@ def check(status: int) -> None:
     """Raises the matching exception if status is not 0."""
     if status:
         raise error(status)
+
+
+def format_device(d: Device) -> str:
+    """"cpu", "cuda:0", ... as the C core writes a device (``devmm.resource.format_device``).
+
+    >>> format_device(Device(2, 1))
+    'cuda:1'
+    """
+    buf = ctypes.create_string_buffer(48)
+    check(_bound("device_format")(d, buf, len(buf)))
+    return buf.value.decode()
 
 
 def failed() -> errors.DevmmError:
@@ -390,3 +410,12 @@ class IpcInfo(Structure):
     _fields_ = [("struct_size", c_size_t),
                 ("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
                 ("bytes", c_uint64), ("pid", c_int32), ("same_machine", c_int)]
+
+
+class IpcTensorInfo(Structure):
+    """devmm_ipc_tensor_info (ipc.h): what a tensor handle's own fields say."""
+    _fields_ = [("struct_size", c_size_t), ("is_tensor", c_int), ("ndim", c_int),
+                ("dtype", DType), ("readonly", c_int), ("byte_offset", c_uint64),
+                ("shape", c_int64 * CONSTANTS["DEVMM_MAX_NDIM"]),
+                ("strides", c_int64 * CONSTANTS["DEVMM_MAX_NDIM"]),
+                ("buffer", c_uint8 * CONSTANTS["DEVMM_IPC_HANDLE_SIZE"])]

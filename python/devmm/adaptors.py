@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from .statistics import Statistics
 
 from . import _lib
-from .resource import MemoryResource, parse_device
+from ._shared import register
+from .errors import DevmmError
+from .mrs._kind import create_resource
+from .resource import MemoryResource, format_device, parse_device
 
 _C = _lib.CONSTANTS
 
@@ -335,9 +338,6 @@ _RUNTIME_PLUGINS = {_C["DEVMM_DEVICE_CUDA"]: "cuda", _C["DEVMM_DEVICE_ROCM"]: "r
 def _device_runtime(device) -> Optional[MemoryResource]:
     """The runtime resource (``<plugin>.device``) of a device with streams, whose copy, memset
     and stream ops serve a callback resource on that device; None when no plugin serves it."""
-    from .errors import DevmmError
-    from .mrs._kind import create_resource
-    from .resource import format_device
     plugin = _RUNTIME_PLUGINS.get(device.device_type)
     if plugin is None:
         return None
@@ -425,7 +425,9 @@ class CallbackMemoryResource(MemoryResource):
 
 
 # The Python class of each adaptor type C reports (devmm_adaptor_kind): how a stack built from
-# devmm.ini comes back as its top adaptor's class.
+# devmm.ini comes back as its top adaptor's class (devmm._shared.typed).
 _CLASSES = {"statistics": StatisticsAdaptor, "limiting": LimitingAdaptor,
             "tracking": TrackingAdaptor, "logging": LoggingAdaptor, "aligned": AlignedAdaptor,
             "failure_callback": FailureCallbackAdaptor, "thread_safe": ThreadSafeAdaptor}
+for _kind, _cls in _CLASSES.items():
+    register(_kind, _cls)

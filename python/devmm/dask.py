@@ -45,13 +45,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional, Sequence, Union
 
+from . import _lib, config, ipc
+from ._optional import require
+from .adaptors import StatisticsAdaptor
+from .resource import get_current_device_resource
+from .tensor import Tensor
+
 ROUTES = ("torch", "cupy")
 _received = {"ipc_received": 0, "copies_received": 0}  # this process, as a worker
 
 
 def _distributed():
-    from .interop import _require
-    return _require("distributed", "distributed", "devmm.dask")
+    return require("distributed", "distributed", "devmm.dask")
 
 
 def _is_text(config: str) -> bool:
@@ -101,8 +106,6 @@ class DevmmPlugin:
 
     def setup(self, worker: object = None) -> None:
         """On the worker: devmm.init with the configuration, then the routes."""
-        from . import _lib
-        from ._info import init
         register_serializers()
         self._previous = _previous_config() if _lib.is_initialized() else None
         path = self.config
@@ -112,7 +115,7 @@ class DevmmPlugin:
             with os.fdopen(fd, "w") as f:
                 f.write(self.config)
             self._path = path
-        init(path)
+        config.init(path)
         for r in self.route:
             if r == "torch":
                 from .interop import torch as routed
@@ -125,14 +128,13 @@ class DevmmPlugin:
         """On the worker: undoes the routes it can, gives the worker back the configuration
         it had before setup (the devmm.ini it had loaded, else its usual lookup) and removes a
         configuration file it wrote."""
-        from ._info import init
         while self._undo:
             self._undo.pop().__exit__(None, None, None)
         previous, self._previous = self._previous, None
         try:
-            init(previous)
+            config.init(previous)
         except Exception:  # that file is gone or broken now: the usual lookup
-            init(None)
+            config.init(None)
         if self._path:
             try:
                 os.unlink(self._path)
@@ -143,7 +145,6 @@ class DevmmPlugin:
 
 def _previous_config() -> "Optional[str]":
     """The devmm.ini this process loaded, or None (the usual lookup, the built-in default)."""
-    from . import _lib
     src = _lib.config_source()
     path = src.decode(errors="replace") if src else None
     return path if path and os.path.isfile(path) else None
@@ -175,11 +176,8 @@ def _make_plugin(config: "Optional[str]", route: tuple) -> DevmmPlugin:
 def _worker_statistics() -> list:
     """This process's devmm figures: one dict per device whose stack has a statistics adaptor
     (or none: the stack alone), with what it received through Dask."""
-    from . import _info
-    from .adaptors import StatisticsAdaptor
-    from .resource import get_current_device_resource
     rows = []
-    for d in _info.devices():
+    for d in config.devices():
         row = {"device": d["device"], "stack": d["stack"], **_received}
         try:
             r = get_current_device_resource(d["device"])
@@ -228,7 +226,6 @@ def _same_machine(context: "Optional[dict]") -> bool:
 
 
 def _serialize(t: object, context: "Optional[dict]" = None) -> tuple:
-    from . import ipc
     handle = ipc._shared_handle(t) if t.device == "cpu" and _same_machine(context) else None
     if handle is not None and ipc.info(handle)["kind"] == "cpu.shm":
         ipc._hold(t)  # until the receiver opened it: then its mapping is its own
@@ -239,12 +236,11 @@ def _serialize(t: object, context: "Optional[dict]" = None) -> tuple:
 
 
 def _deserialize(header: dict, frames: list) -> object:
-    from .ipc import _rebuild_value, open_ipc
     if header.get("devmm") == "ipc":
         _received["ipc_received"] += 1
-        return open_ipc(bytes(frames[0]))
+        return ipc.open_ipc(bytes(frames[0]))
     _received["copies_received"] += 1
-    return _rebuild_value(bytes(frames[0]), tuple(header["shape"]), header["dtype"],
+    return ipc._rebuild_value(bytes(frames[0]), tuple(header["shape"]), header["dtype"],
                           header["device"], bool(header.get("readonly")))
 
 
@@ -258,7 +254,6 @@ def register_serializers() -> None:
     if _registered:
         return
     from distributed.protocol import dask_deserialize, dask_serialize
-    from .tensor import Tensor
     dask_serialize.register(Tensor)(_serialize)
     dask_deserialize.register(Tensor)(_deserialize)
     try:  # Dask's memory accounting: a tensor's bytes, not the Python object's
@@ -269,7 +264,9 @@ def register_serializers() -> None:
     _registered.append(True)
 
 
-try:  # the client's side too: a gather deserializes with it (outside review, finding 7)
+# the client's side too: a gather deserializes with it
+# (tests/python/test_dask.py::test_importing_devmm_dask_registers_the_serializer_for_the_client)
+try:
     register_serializers()
 except ImportError:  # no distributed here: the plugin says so when it is used
     pass

@@ -42,11 +42,12 @@ class OutOfMemoryError(DevmmError, MemoryError):
     free_bytes = total_bytes = live_count = live_bytes = None
     largest: tuple = ()
 
-    def _set_figures(self, rep: object) -> None:
-        """Copies the figures of a C devmm_oom_report (``_lib.OomReport``)."""
-        from .resource import format_device
+    def _set_figures(self, rep: object, device: str) -> None:
+        """Copies the figures of a C devmm_oom_report (``_lib.OomReport``); device is its
+        device as the C core writes it (``_lib`` formats it: this module imports nothing of
+        devmm's, so that ``_lib`` can import it)."""
         text, known = _text, _known
-        self.device = format_device(rep.device)
+        self.device = device
         self.stack, self.reason, self.counted_by = text(rep.stack), text(rep.reason), \
             text(rep.counted_by)
         self.requested_bytes, self.alignment = rep.requested_bytes, rep.alignment

@@ -42,27 +42,26 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
-import struct
 import sys
 import threading
 import time
-import zlib
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
 
     from .resource import MemoryResource
-    from .tensor import Buffer, Tensor
+    from .tensor import Buffer
 
-from . import _lib
+from . import _lib, _shared
+from .dtype import resolve
 from .errors import DevmmError, DevmmValueError, StaleHandleError
+from .resource import format_device, get_current_device_resource, parse_device
+from .tensor import Tensor, _tensor, empty, from_buffer_view
 
 _HANDLE_SIZE = _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"]
-_TENSOR_MAGIC = b"devmmT\x02\x00"  # a tensor handle: this, the C handle, then the layout
-# dtype name, ndim, flags (1: read-only), byte offset, CRC-32 of the layout (this field read
-# as 0, up to the last stride; the C handle has its own checksum); then shape, strides (int64)
-_LAYOUT = struct.Struct("<16sIIQI")  # flags: bit 0 read-only (this format's own, not C's)
+# a tensor handle (its wire format and checks are C's: include/devmm/ipc.h, ADR 35)
+_TENSOR_HANDLE_MAX = _lib.CONSTANTS["DEVMM_IPC_TENSOR_HANDLE_MAX"]
 
 keep_alive: float = 10.0
 """Seconds a send waits for its receiver: device memory sent through ``multiprocessing`` and
@@ -99,22 +98,25 @@ def buffer_handle(buffer: "Buffer", where: str = "Buffer.ipc_handle") -> bytes:
 
 def tensor_handle(t: "Tensor") -> bytes:
     """The handle of a tensor: its buffer's handle and its layout
-    (:meth:`devmm.Tensor.ipc_handle`)."""
-    b = t.buffer
-    name = t.dtype.encode()
-    if len(name) > 16:
-        raise DevmmValueError(f"Tensor.ipc_handle: dtype name {t.dtype!r} is over 16 bytes",
-                              "DEVMM_EINVAL")
-    if not t.size or not b.nbytes:
-        raise DevmmValueError(f"Tensor.ipc_handle: a 0-byte tensor (shape {t.shape}) has no "
-                              f"memory to share (pickling sends it by value)", "DEVMM_EINVAL")
-    n = t.ndim
-    offset = t.data_ptr - b.ptr
-    flags = 1 if _lib.tensor_readonly(t._h) else 0
-    dims = struct.pack(f"<{2 * n}q", *t.shape, *t.strides)
-    c = buffer_handle(b, "Tensor.ipc_handle")
-    crc = zlib.crc32(_LAYOUT.pack(name, n, flags, offset, 0) + dims)  # the C handle has its own
-    return b"".join((_TENSOR_MAGIC, c, _LAYOUT.pack(name, n, flags, offset, crc), dims))
+    (:meth:`devmm.Tensor.ipc_handle`; ``devmm_ipc_get_tensor_handle``)."""
+    out = ctypes.create_string_buffer(_TENSOR_HANDLE_MAX)
+    n = ctypes.c_size_t()
+    status = _lib.ipc_get_tensor_handle(t._h, out, len(out), ctypes.byref(n))
+    if status:
+        raise _failed(status, "Tensor.ipc_handle")
+    return out.raw[:n.value]
+
+
+def _failed(status: int, where: str) -> DevmmError:
+    """The exception of a failed C call, its message led by where."""
+    e = _lib.error(status)
+    return type(e)(f"{where}: {e}", e.status)
+
+
+def _dtype_name(c: "_lib.DType") -> str:
+    name = ctypes.create_string_buffer(64)
+    _lib.check(_lib.dtype_format(c, name, len(name)))
+    return name.value.decode()
 
 
 def info(handle: bytes) -> dict:
@@ -127,48 +129,30 @@ def info(handle: bytes) -> dict:
     >>> d["kind"], d["device"], d["shape"], d["dtype"], d["same_machine"]
     ('cpu.shm', 'cpu', (4,), 'float64', True)
     """
-    from .resource import format_device
-    c, layout = _split(handle, "devmm.ipc.info")
+    _, ti = _layout(handle, "devmm.ipc.info")
     i = _lib.IpcInfo()
     i.struct_size = ctypes.sizeof(i)
-    _lib.check(_lib.ipc_handle_info(c, ctypes.byref(i)))
+    _lib.check(_lib.ipc_handle_info(ti.buffer, ctypes.byref(i)))
     out = {"kind": i.kind.decode(), "device": format_device(i.device), "bytes": i.bytes,
            "pid": i.pid, "same_machine": bool(i.same_machine)}
-    if layout:
-        out["shape"], out["dtype"] = layout[0], layout[1]
+    if ti.is_tensor:
+        out["shape"], out["dtype"] = tuple(ti.shape[:ti.ndim]), _dtype_name(ti.dtype)
     return out
 
 
-def _split(handle: object, where: str) -> tuple:
-    """(the C handle, (shape, dtype, strides, offset) or None) of a handle, or a clear error."""
+def _layout(handle: object, where: str) -> tuple:
+    """(the handle's bytes, what its own fields say: ``_lib.IpcTensorInfo``), checked by C
+    (``devmm_ipc_tensor_handle_info``), or a clear error led by where."""
     if not isinstance(handle, (bytes, bytearray, memoryview)):
         raise TypeError(f"{where}: a handle is bytes (from Tensor.ipc_handle() or "
                         f"Buffer.ipc_handle()), got {type(handle).__name__}")
     h = bytes(handle)
-    if not h.startswith(_TENSOR_MAGIC):
-        if len(h) != _HANDLE_SIZE:
-            raise DevmmValueError(f"{where}: a handle of {len(h)} bytes: expected the "
-                                  f"{_HANDLE_SIZE} bytes of Buffer.ipc_handle() or a "
-                                  f"Tensor.ipc_handle() (truncated?)", "DEVMM_EINVAL")
-        return h, None
-    head = len(_TENSOR_MAGIC) + _HANDLE_SIZE
-    if len(h) < head + _LAYOUT.size:
-        raise DevmmValueError(f"{where}: a tensor handle of {len(h)} bytes is truncated: it "
-                              f"holds at least {head + _LAYOUT.size}", "DEVMM_EINVAL")
-    name, n, flags, offset, crc = _LAYOUT.unpack_from(h, head)
-    want = head + _LAYOUT.size + 16 * n
-    if len(h) != want:
-        raise DevmmValueError(f"{where}: a tensor handle of {len(h)} bytes for {n} dimensions: "
-                              f"expected {want} (truncated?)", "DEVMM_EINVAL")
-    zeroed = h[head:head + _LAYOUT.size - 4] + b"\0\0\0\0" + h[head + _LAYOUT.size:]
-    if zlib.crc32(zeroed) != crc:
-        raise DevmmValueError(f"{where}: the tensor handle's layout is corrupted (its CRC-32 is "
-                              f"0x{crc:08x}, its bytes sum to 0x{zlib.crc32(zeroed):08x})",
-                              "DEVMM_EINVAL")
-    dims = struct.unpack_from(f"<{2 * n}q", h, head + _LAYOUT.size)
-    dtype = name.rstrip(b"\0").decode(errors="replace")
-    return h[len(_TENSOR_MAGIC):head], (tuple(dims[:n]), dtype, tuple(dims[n:]), offset,
-                                        bool(flags & 1))
+    ti = _lib.IpcTensorInfo()
+    ti.struct_size = ctypes.sizeof(ti)
+    status = _lib.ipc_tensor_handle_info(h, len(h), ctypes.byref(ti))
+    if status:
+        raise _failed(status, where) from None
+    return h, ti
 
 
 def open_ipc(handle: bytes, resource: "Optional[MemoryResource]" = None) -> "Tensor":
@@ -186,28 +170,22 @@ def open_ipc(handle: bytes, resource: "Optional[MemoryResource]" = None) -> "Ten
 
 def _open(handle: bytes, resource: "Optional[MemoryResource]", fd: int) -> "Tensor":
     """open_ipc, or (fd >= 0) the same mapping the descriptor fd the exporter sent."""
-    from .tensor import Buffer, _new_buffer, from_buffer_view
-    c, layout = _split(handle, "devmm.open_ipc")
+    h, _ = _layout(handle, "devmm.open_ipc")  # the handle's own fields, before anything opens
     out = ctypes.c_void_p()
     r = resource._h if resource is not None else None
-    status = (_lib.ipc_open_fd(r, c, fd, ctypes.byref(out)) if fd >= 0 else
-              _lib.ipc_open(r, c, ctypes.byref(out)))
+    status = (_lib.ipc_open_tensor_fd(r, h, len(h), fd, ctypes.byref(out)) if fd >= 0 else
+              _lib.ipc_open_tensor(r, h, len(h), ctypes.byref(out)))
     if status:
         e = _lib.error(status)
         if e.status == "DEVMM_ENOENT":
             raise StaleHandleError(str(e), e.status) from None
         raise e
-    b: Buffer = _new_buffer(Buffer)
-    b._cap = _lib.py_own_buffer(out.value)
-    if layout is None:
-        return from_buffer_view(b, (b.nbytes,), "uint8")
-    shape, dtype, strides, offset, readonly = layout
-    try:
-        return from_buffer_view(b, shape, dtype, strides=strides, offset=offset,
-                                readonly=readonly)
-    except DevmmError as e:
-        raise DevmmValueError(f"devmm.open_ipc: the handle's layout does not fit its "
-                              f"{b.nbytes} bytes: {e}", "DEVMM_EINVAL") from None
+    p = out.value
+    cap = _lib.py_own_tensor(p)  # the tensor holds the mapping's only reference
+    shape = tuple(_lib.tensor_shape(p)[:_lib.tensor_ndim(p)])
+    d = _lib.buffer_device(_lib.tensor_buffer(p))
+    return _tensor(cap, shape, resolve(_dtype_name(_lib.tensor_dtype(p))),
+                   (d.device_type, d.device_id))
 
 
 def _hold(t: "Tensor") -> None:
@@ -274,13 +252,11 @@ if hasattr(os, "register_at_fork"):
 def _host_copy(t: "Tensor") -> "Tensor":
     """A compact copy of t in host memory from the current cpu resource (an opened mapping's
     own resource allocates nothing)."""
-    from .resource import parse_device
-    from .tensor import _current, _py_own_tensor, _tensor
     d = parse_device("cpu")
     cpu = (d.device_type, d.device_id)
     out = ctypes.c_void_p()
-    _lib.check(_lib.tensor_copy(t._h, _current(cpu)._h, ctypes.byref(out)))
-    return _tensor(_py_own_tensor(out.value), t.shape, t._dt, cpu)
+    _lib.check(_lib.tensor_copy(t._h, get_current_device_resource(cpu)._h, ctypes.byref(out)))
+    return _tensor(_lib.py_own_tensor(out.value), t.shape, t._dt, cpu)
 
 
 def _by_value(t: "Tensor") -> tuple:
@@ -315,9 +291,9 @@ def _reduce_shared(t: "Tensor") -> tuple:
 
 def _handle_fd(handle: bytes) -> "Optional[int]":
     """The descriptor of a handle's memory in this process, or None (device memory)."""
-    c = handle[len(_TENSOR_MAGIC):len(_TENSOR_MAGIC) + _HANDLE_SIZE]
+    _, ti = _layout(handle, "devmm.ipc")
     fd = ctypes.c_int(-1)
-    return fd.value if _lib.ipc_handle_fd(c, ctypes.byref(fd)) == 0 else None
+    return fd.value if _lib.ipc_handle_fd(ti.buffer, ctypes.byref(fd)) == 0 else None
 
 
 class _Unshared:
@@ -368,7 +344,6 @@ def _rebuild_shared(handle: bytes) -> "Tensor":
 
 def _rebuild_value(data: bytes, shape: tuple, dtype: str, device: str,
                    readonly: bool = False) -> "Tensor":
-    from .tensor import empty, from_buffer_view
     t = empty(shape, dtype, device="cpu")
     if data:
         ctypes.memmove(t.data_ptr, data, len(data))
@@ -382,7 +357,6 @@ def _rebuild_value(data: bytes, shape: tuple, dtype: str, device: str,
 
 def _register_with(module: object) -> None:
     """Registers the reducer with multiprocessing.reduction.ForkingPickler."""
-    from .tensor import Tensor
     module.ForkingPickler.register(Tensor, _reduce_shared)
 
 
@@ -407,12 +381,18 @@ class _ReductionHook:
 
 
 def _install_reducer() -> None:
-    """Called by devmm.tensor at import."""
+    """Called once, at the end of this module."""
     m = sys.modules.get("multiprocessing.reduction")
     if m is not None:
         _register_with(m)
     elif not any(isinstance(f, _ReductionHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _ReductionHook())
 
+
+# This module builds on devmm.tensor, which therefore cannot import it: it plugs in the
+# tensor's and the buffer's process side itself (devmm._shared, ADR 36), and devmm's
+# __init__ imports it.
+_shared.plug(buffer_handle, tensor_handle, _reduce)
+_install_reducer()  # multiprocessing sends shared tensors by handle
 
 __all__ = ["open_ipc", "supported", "info", "keep_alive", "held", "release_held"]

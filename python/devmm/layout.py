@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Sequence
 
 from . import _lib
+from .dtype import resolve
 
 
 class Layout:
@@ -30,7 +31,6 @@ class Layout:
         >>> devmm.Aligned(devmm.RowMajor(), 128, 256).compute((4, 3), "float32")
         ((32, 1), 512, 256)
         """
-        from .dtype import resolve
         d = resolve(dtype)
         shape = tuple(_lib.cint(x, ctypes.c_int64, f"shape[{i}]") for i, x in enumerate(shape))
         n = len(shape)

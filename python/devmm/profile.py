@@ -40,14 +40,17 @@ from __future__ import annotations
 import functools
 import sys
 import threading
-import types
 from contextvars import ContextVar
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional, TextIO, Union
 
-__all__ = ["Profile", "Record", "clear", "records", "report"]
+from ._shared import device_key, scoped
+from .resource import get_current_device_resource as _current
+from .resource import parse_device
+
+__all__ = ["Profile", "Profiler", "Record", "clear", "profile", "profiler", "records", "report"]
 
 
 class Record:
@@ -144,18 +147,14 @@ class _State:
 
 _STATE: ContextVar = ContextVar("devmm_profile", default=None)
 
-from .adaptors import StatisticsAdaptor as _Statistics  # noqa: E402 (this module loads lazily)
-from .resource import get_current_device_resource as _current  # noqa: E402
-from .resource import _key, _scoped, parse_device  # noqa: E402
-
-_CPU = _key(parse_device("cpu"))
+_CPU = device_key(parse_device("cpu"))
 
 
 def _install(adaptor, base):
     """Makes adaptor the current resource of base's device for this thread or task, and of
     device-less allocations only where those went to base: the profiled program allocates from
     the same resources as without the profile. Returns the ContextVar token."""
-    cur = _scoped.get()
+    cur = scoped.get()
     new = dict(cur)
     new[adaptor._devkey] = adaptor
     if None in cur:
@@ -165,7 +164,7 @@ def _install(adaptor, base):
         new[None] = adaptor
     else:
         new[None] = _current("cpu")
-    return _scoped.set(new)
+    return scoped.set(new)
 
 
 def _owner() -> tuple:
@@ -197,7 +196,8 @@ def _enter(resource, device) -> tuple:
     frame = st.frames.get(h)
     if frame is None:
         frame = _Frame()
-        frame.adaptor = _Statistics(base)
+        from .adaptors import StatisticsAdaptor  # on the first block: start-up time
+        frame.adaptor = StatisticsAdaptor(base)
         frame.base = h
         frame.depth = 0
         frame.scope = _install(frame.adaptor, base)
@@ -215,7 +215,7 @@ def _enter(resource, device) -> tuple:
 
 def _close(st: _State, frame: _Frame) -> None:
     if frame.depth == 0:
-        _scoped.reset(frame.scope)
+        scoped.reset(frame.scope)
         st.frames.pop(frame.base, None)
         st.frames.pop(frame.adaptor._h, None)
 
@@ -296,11 +296,33 @@ def profile(func: Union[Callable, str, None] = None, /, name: Optional[str] = No
     return Profile(name, resource, device)
 
 
-class _Module(types.ModuleType):
-    """This module is itself callable: ``devmm.profile(...)`` is :func:`profile`."""
+class Profiler:
+    """What ``devmm.profile`` is: :func:`profile` when called (``@devmm.profile``, ``with
+    devmm.profile("block")``), with this module's :func:`report`, :func:`records`,
+    :func:`clear`, :class:`Profile` and :class:`Record` as attributes. devmm's ``__init__``
+    imports this module and binds ``devmm.profile`` to :data:`profiler`, so the name stays
+    callable however the module is imported (ADR 36); the module itself is a plain module.
 
-    def __call__(self, *args, **kwargs):
-        return profile(*args, **kwargs)
+    >>> import devmm
+    >>> devmm.profile is profiler, callable(devmm.profile)
+    (True, True)
+    """
+
+    __slots__ = ()
+    Profile = Profile
+    Record = Record
+    report = staticmethod(report)
+    records = staticmethod(records)
+    clear = staticmethod(clear)
+    profile = staticmethod(profile)
+
+    def __call__(self, func: Union[Callable, str, None] = None, /, name: Optional[str] = None,
+                 *, resource=None, device: Union[str, tuple, None] = None):
+        return profile(func, name, resource=resource, device=device)
+
+    def __repr__(self) -> str:
+        return "<devmm.profile: @devmm.profile, with devmm.profile(name), .report()>"
 
 
-sys.modules[__name__].__class__ = _Module
+profiler = Profiler()
+"""``devmm.profile``."""

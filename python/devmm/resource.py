@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import ctypes
 
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
     DeviceLike = Union[str, tuple, None]
 
 from . import _lib
+from ._lib import format_device
+from ._shared import SameHandle, device_key, register, scoped, stream_arg, typed
 
 _DEVICE_CACHE: dict[object, _lib.Device] = {}
 CPU = _lib.Device(_lib.CONSTANTS["DEVMM_DEVICE_CPU"], 0)
@@ -52,36 +53,12 @@ def parse_device(device: DeviceLike) -> _lib.Device:
     return d
 
 
-def format_device(d: _lib.Device) -> str:
-    """"cpu", "cuda:0", ... as the C core writes them.
-
-    >>> format_device(parse_device((2, 1)))
-    'cuda:1'
-    """
-    buf = ctypes.create_string_buffer(48)
-    _lib.check(_lib.device_format(d, buf, len(buf)))
-    return buf.value.decode()
-
-
+# format_device (``"cpu"``, ``"cuda:0"``, ... as the C core writes a device) is _lib's: the
+# out-of-memory error formats its device too, and errors may import nothing above _lib.
 _size_t = ctypes.c_size_t
 
 
-class _SameHandle:
-    """Wrappers of one C object compare equal and hash alike: each call that returns a
-    resource or a buffer makes a new wrapper (two live C objects never share an address)."""
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _SameHandle):
-            return NotImplemented
-        return self._h == other._h  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._h)  # type: ignore[attr-defined]
-
-
-class MemoryResource(_SameHandle):
+class MemoryResource(SameHandle):
     """A devmm resource (a reference to a C ``devmm_resource``).
 
     Every allocation through it is a raw pointer (an int); most users allocate tensors
@@ -138,14 +115,14 @@ class MemoryResource(_SameHandle):
         if self._upstream is not None:
             return self._upstream
         h = _lib.resource_upstream(self._h)
-        return _typed(_lib.resource_retain(h)) if h else None
+        return typed(_lib.resource_retain(h)) if h else None
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
         """Allocates nbytes and returns the address (0 for 0 bytes)."""
         nbytes = _lib.cint(nbytes, _size_t, "nbytes")
         alignment = _lib.cint(alignment, _size_t, "alignment")
         out = ctypes.c_void_p()
-        _lib.check(_lib.allocate(self._h, nbytes, alignment, _stream(stream), ctypes.byref(out)))
+        _lib.check(_lib.allocate(self._h, nbytes, alignment, stream_arg(stream), ctypes.byref(out)))
         return out.value or 0
 
     def deallocate(self, ptr: int, nbytes: int, alignment: int = 0,
@@ -154,7 +131,7 @@ class MemoryResource(_SameHandle):
         ptr = _lib.cint(ptr, _size_t, "ptr")
         nbytes = _lib.cint(nbytes, _size_t, "nbytes")
         alignment = _lib.cint(alignment, _size_t, "alignment")
-        _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, _stream(stream)))
+        _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream_arg(stream)))
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the device as this resource sees it.
@@ -171,30 +148,10 @@ class MemoryResource(_SameHandle):
         return f"<{type(self).__name__} {self.name} on {self.device}>"
 
 
-def _stream(stream: Optional[int]) -> Optional[int]:
-    """A stream handle for C: None, or an int address (ctypes would wrap anything else)."""
-    return None if stream is None else _lib.cint(stream, _size_t, "stream")
-
-
-def _typed(handle: int) -> MemoryResource:
-    """Wraps a reference the caller owns as the Python class of what C says it is: an adaptor
-    as its adaptor class (StatisticsAdaptor, ...), anything else as a MemoryResource."""
-    kind = _lib.adaptor_kind(handle)
-    if kind is None:
-        return MemoryResource._from_new(handle)
-    from .adaptors import _CLASSES  # imported on first use: start-up time
-    return _CLASSES[kind.decode()]._from_new(handle)
-
+register(None, MemoryResource)  # a resource C reports as no adaptor (devmm._shared.typed)
 
 # ----------------------------------------------------------------------------- the registry
-
-# Scoped overrides: {device key: resource, None: the innermost resource}; per thread and per
-# asyncio task, as a ContextVar is.
-_scoped: contextvars.ContextVar[dict] = contextvars.ContextVar("devmm_scoped", default={})
-
-
-def _key(d: _lib.Device) -> tuple[int, int]:
-    return (d.device_type, d.device_id)
+# Scoped overrides live in devmm._shared (devmm.empty and devmm.profile read them too).
 
 
 def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
@@ -207,12 +164,12 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
     'cpu'
     """
     d = parse_device(device)
-    scoped = _scoped.get().get(_key(d))
-    if scoped is not None:
-        return scoped
+    over = scoped.get().get(device_key(d))
+    if over is not None:
+        return over
     out = ctypes.c_void_p()
     _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
-    return _typed(out.value)
+    return typed(out.value)
 
 
 def set_current_device_resource(resource: MemoryResource,
@@ -230,7 +187,7 @@ def set_current_device_resource(resource: MemoryResource,
     d = parse_device(device) if device is not None else _lib.resource_device(resource._h)
     prev = ctypes.c_void_p()
     _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
-    return _typed(prev.value) if prev.value else None
+    return typed(prev.value) if prev.value else None
 
 
 class using_memory_resource:
@@ -254,11 +211,11 @@ class using_memory_resource:
         self._tokens: list = []
 
     def __enter__(self) -> MemoryResource:
-        new = dict(_scoped.get())
+        new = dict(scoped.get())
         new[self._resource._devkey] = self._resource
         new[None] = self._resource
-        self._tokens.append(_scoped.set(new))
+        self._tokens.append(scoped.set(new))
         return self._resource
 
     def __exit__(self, *exc: object) -> None:
-        _scoped.reset(self._tokens.pop())
+        scoped.reset(self._tokens.pop())

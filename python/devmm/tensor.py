@@ -1,4 +1,7 @@
-"""Tensors and buffers: devmm allocations handed out zero-copy through DLPack.
+"""Tensors: typed, shaped views of devmm buffers, handed out zero-copy through DLPack
+(:class:`Tensor`, :func:`empty`, :func:`zeros`, :func:`from_buffer_view`). Buffers are
+:mod:`devmm._buffer`'s, the exports' shared rules :mod:`devmm._interchange`'s; both are
+importable from here as before.
 
 >>> import devmm
 >>> t = devmm.empty((2, 3), "float32")
@@ -19,12 +22,16 @@ if TYPE_CHECKING:
 
     from .layout import Layout
 
-from . import _lib
+from . import _lib, _shared
+from ._buffer import Buffer, wrap_buffer
+from ._interchange import (CPU_KEY, CUDA_DEVICES, HOST_DEVICES, I64_MAX, IS_COPIED, PINNED,
+                           STREAM_ALL, STREAMED, TYPESTR, Interface, check_stream,
+                           export_error, parse_dl_device, stream_wait)
+from ._shared import device_key, scoped
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
-from .errors import DeviceExportError, DevmmError, StreamError
-from .resource import (MemoryResource, _key, _SameHandle, _scoped, _stream, _typed,
-                       format_device, parse_device)
+from .errors import DeviceExportError, DevmmError
+from .resource import MemoryResource, format_device, get_current_device_resource, parse_device
 
 _c_void_p = ctypes.c_void_p
 _byref = ctypes.byref
@@ -32,122 +39,11 @@ _byref = ctypes.byref
 _py_empty = _lib.py_empty
 _py_dlpack = _lib.py_dlpack
 _py_handle = _lib.py_handle
-_py_buffer_of = _lib.py_buffer_of
-_py_buffer_free = _lib.py_buffer_free
 _py_hold = _lib.py_hold
 _py_own_tensor = _lib.py_own_tensor
 _py_array_export = _lib.py_array_export
-
-_C = _lib.CONSTANTS
-_CPU, _CUDA, _ROCM = _C["DEVMM_DEVICE_CPU"], _C["DEVMM_DEVICE_CUDA"], _C["DEVMM_DEVICE_ROCM"]
-_CUDA_MANAGED = _C["DEVMM_DEVICE_CUDA_MANAGED"]
-_PINNED = frozenset((_C["DEVMM_DEVICE_CUDA_HOST"], _C["DEVMM_DEVICE_ROCM_HOST"]))
-_HOST_DEVICES = _PINNED | {_CPU}
-_CUDA_DEVICES = frozenset((_CUDA, _CUDA_MANAGED))
-_IS_COPIED = _C["DEVMM_DLPACK_FLAG_IS_COPIED"]
-_CPU_KEY = (_CPU, 0)
-_I64_MAX = (1 << 63) - 1
-# The simulated accelerator (kDLExtDev) follows CUDA's stream rules; memory on these devices is
-# ordered by streams
-_SIM = _C["DEVMM_DEVICE_SIM"]
-_CUDA_RULES = _CUDA_DEVICES | {_SIM}
-_STREAMED = frozenset((_CUDA, _CUDA_MANAGED, _ROCM, _SIM))
-_STREAM_ALL = ctypes.c_void_p(_C["DEVMM_STREAM_ALL"])  # a consumer on streams devmm does not know
-# NumPy's array-interface type strings (little-endian); dtypes without one (bfloat16, the
-# float8 and float4 types) go through DLPack only
-_TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2",
-            "int32": "<i4", "uint32": "<u4", "int64": "<i8", "uint64": "<u8",
-            "float16": "<f2", "float32": "<f4", "float64": "<f8", "complex64": "<c8",
-            "complex128": "<c16"}
 _size_t, _int64 = ctypes.c_size_t, ctypes.c_int64
-
-
-class Buffer(_SameHandle):
-    """A ref-counted allocation: ``ptr``, ``nbytes``, ``resource``. ``free()`` gives the
-    memory back now, or when the last consumer (a DLPack export, an array that viewed a tensor
-    of it) releases it; freeing twice is harmless. Aligned as a tensor is (ADR 13, ADR 24): to
-    the larger of ``alignment`` and 64 bytes on host memory, 256 on GPUs, so a tensor viewing
-    it from offset 0 imports into JAX without a copy.
-
-    >>> import devmm
-    >>> with devmm.Buffer(1024) as b:
-    ...     b.nbytes, b.ptr % 64
-    (1024, 0)
-    >>> b.freed, b.ptr
-    (True, 0)
-    """
-
-    __slots__ = ("_cap",)  # a capsule owning a buffer reference, or the viewing tensor's capsule
-
-    def __init__(self, nbytes: int, resource: Optional[MemoryResource] = None,
-                 device: Union[str, tuple, None] = None, alignment: int = 0,
-                 stream: Optional[int] = None) -> None:
-        r = resource if resource is not None else _current(device)
-        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
-        alignment = _lib.cint(alignment, _size_t, "alignment")
-        cap = _lib.py_buffer(r._h, nbytes, alignment, _stream(stream))
-        if cap is None:
-            raise _lib.failed()
-        self._cap = cap
-
-    @property
-    def _h(self) -> int:
-        """The C devmm_buffer * (borrowed)."""
-        return _py_buffer_of(self._cap)
-
-    def free(self) -> None:
-        """The owner gives the memory up (consumers keep it until they let go)."""
-        _py_buffer_free(self._cap)
-
-    @property
-    def freed(self) -> bool:
-        """True once :meth:`free` was called."""
-        return bool(_lib.buffer_is_freed(self._h))
-
-    @property
-    def ptr(self) -> int:
-        """The allocation's address (0 after :meth:`free`)."""
-        return _lib.buffer_ptr(self._h) or 0
-
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes."""
-        return _lib.buffer_nbytes(self._h)
-
-    @property
-    def resource(self) -> MemoryResource:
-        """The resource the memory came from (typed: a stack comes back as its top adaptor)."""
-        return _typed(_lib.resource_retain(_lib.buffer_resource(self._h)))
-
-    @property
-    def device(self) -> str:
-        return format_device(_lib.buffer_device(self._h))
-
-    @property
-    def stream(self) -> Optional[int]:
-        return _lib.buffer_stream(self._h)
-
-    def ipc_handle(self) -> bytes:
-        """A handle another process opens with :func:`devmm.open_ipc` to map this memory
-        (a 1-D ``uint8`` tensor there), when the resource shares memory (``cpu.shm``,
-        ``sim.device``, ...: see :mod:`devmm.ipc`); else :class:`~devmm.DevmmError`."""
-        from .ipc import buffer_handle
-        return buffer_handle(self)
-
-    def __enter__(self) -> "Buffer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.free()
-
-    def __repr__(self) -> str:
-        state = "freed" if self.freed else hex(self.ptr)
-        return f"<devmm.Buffer {self.nbytes} bytes on {self.device} at {state}>"
-
-
-def _current(device) -> MemoryResource:
-    from .resource import get_current_device_resource
-    return get_current_device_resource(device)
+_current = get_current_device_resource
 
 
 class Tensor:
@@ -222,9 +118,7 @@ class Tensor:
     @property
     def buffer(self) -> Buffer:
         """The buffer this tensor views."""
-        b = _new_buffer(Buffer)
-        b._cap = self._cap  # a view: the tensor's capsule keeps the C buffer alive
-        return b
+        return wrap_buffer(self._cap)  # a view: the tensor's capsule keeps the C buffer alive
 
     @property
     def data_ptr(self) -> int:
@@ -239,14 +133,12 @@ class Tensor:
         """A handle (bytes: the buffer's and this tensor's shape, dtype, strides and offset)
         that another process opens with :func:`devmm.open_ipc` to see this tensor's memory,
         when its resource shares memory (see :mod:`devmm.ipc`)."""
-        from .ipc import tensor_handle
-        return tensor_handle(self)
+        return _shared.tensor_handle(self)
 
     def __reduce__(self) -> tuple:
         """Pickles by value (``multiprocessing`` sends a tensor whose memory can be shared
         by IPC handle instead: :mod:`devmm.ipc`)."""
-        from .ipc import _reduce
-        return _reduce(self)
+        return _shared.reduce(self)
 
     def __copy__(self) -> "Tensor":
         return self.copy()
@@ -274,17 +166,17 @@ class Tensor:
         tensor's; -1 asks for no wait."""
         versioned = max_version is not None and max_version[0] >= 1
         dev = self._dev
-        if (stream is None and (copy is None or copy is False) and dev[0] not in _STREAMED and
+        if (stream is None and (copy is None or copy is False) and dev[0] not in STREAMED and
                 (dl_device is None or dl_device == dev)):  # the common case: host memory
             cap = _py_dlpack(self._cap, 0, versioned)
             if cap is None:  # the C message says why
-                raise _export_error()
+                raise export_error()
             return cap
         if copy is not None and copy is not True and copy is not False:
             raise TypeError(f"__dlpack__: copy must be True, False or None, got {copy!r}")
-        target = dev if dl_device is None else _dl_device(dl_device)
-        _check_stream(target[0], stream)  # Array API: the stream is dl_device's when given
-        as_cpu = target == _CPU_KEY and dev[0] in _PINNED and not copy  # the same memory
+        target = dev if dl_device is None else parse_dl_device(dl_device)
+        check_stream(target[0], stream)  # Array API: the stream is dl_device's when given
+        as_cpu = target == CPU_KEY and dev[0] in PINNED and not copy  # the same memory
         need_copy = target != dev and not as_cpu
         if need_copy and copy is False:
             raise DeviceExportError(f"__dlpack__: exporting to device {target} needs a copy "
@@ -296,12 +188,12 @@ class Tensor:
             except DevmmError as e:
                 raise DeviceExportError(f"__dlpack__: cannot copy {self.device} memory to "
                                         f"device {target}: {e}") from e
-            flags |= _IS_COPIED
-        if src._dev[0] in _STREAMED:
-            _stream_wait(src, stream)
+            flags |= IS_COPIED
+        if src._dev[0] in STREAMED:
+            stream_wait(src, stream)
         cap = _py_dlpack(src._cap, flags, versioned, as_cpu)
         if cap is None:
-            raise _export_error()
+            raise export_error()
         return cap
 
     def _copy_to(self, target: tuple[int, int]) -> "Tensor":
@@ -334,11 +226,11 @@ class Tensor:
 
     def _no_array_interface(self) -> Optional[str]:
         """Why NumPy's array interface cannot describe this tensor, or None."""
-        if self._dev[0] not in _HOST_DEVICES:
+        if self._dev[0] not in HOST_DEVICES:
             return (f"{self.device} memory is not host memory (the array interface covers cpu, "
                     f"cuda_host and rocm_host): copy it with t.copy('cpu'), or export it with "
                     f"DLPack to a consumer on its device")
-        if self._dt.name not in _TYPESTR:
+        if self._dt.name not in TYPESTR:
             return (f"dtype {self._dt.name} has no NumPy array-interface type: export it with "
                     f"DLPack to a consumer that knows it (torch.from_dlpack, jax.dlpack)")
         return None
@@ -346,7 +238,7 @@ class Tensor:
     def _iface(self, data: object) -> dict:
         """The v3 interface dict around data (an ArrayExport, or an address tuple)."""
         item = self._dt.itemsize
-        return {"shape": self.shape, "typestr": _TYPESTR[self._dt.name], "version": 3,
+        return {"shape": self.shape, "typestr": TYPESTR[self._dt.name], "version": 3,
                 "data": data, "strides": tuple(s * item for s in self.strides)}
 
     @property
@@ -385,7 +277,7 @@ class Tensor:
         if data is None:
             raise _lib.export_failed()  # BufferFreedError: the buffer was freed
         import numpy
-        a = numpy.asarray(_Interface(self._iface(data)))
+        a = numpy.asarray(Interface(self._iface(data)))
         if dtype is not None and numpy.dtype(dtype) != a.dtype:
             if copy is False:
                 raise ValueError(f"__array__: a {numpy.dtype(dtype)} array of this "
@@ -407,7 +299,7 @@ class Tensor:
         ``(0, readonly)`` for a tensor with no elements, as the protocol says. Its consumers
         (CuPy, Numba) keep the tensor and never say when they are done: a tensor that handed it
         out holds its memory until the tensor itself is gone. Absent once the buffer was freed."""
-        if self._dev[0] not in _CUDA_DEVICES:
+        if self._dev[0] not in CUDA_DEVICES:
             raise AttributeError(f"__cuda_array_interface__: {self.device} is not CUDA memory")
         return self._device_interface()
 
@@ -416,7 +308,7 @@ class Tensor:
         simulator's tests read it). ``stream`` is the stream a consumer must synchronise with
         before touching the data: the buffer's (1, the legacy default stream, for the NULL
         handle), never None, since a memset or a pool allocation may still be queued on it."""
-        if self._dt.name not in _TYPESTR:
+        if self._dt.name not in TYPESTR:
             raise AttributeError(f"__cuda_array_interface__: dtype {self._dt.name} has no "
                                  f"array-interface type: use DLPack")
         held = _py_hold(self._cap)  # the hold and the address in one step
@@ -429,77 +321,12 @@ class Tensor:
         d["stream"] = _lib.buffer_stream(buf) or 1
         # its consumer's streams are unknown: a safe free. Once the owner freed it (maybe on
         # another thread since the hold), the hold's own release is the free, deferred anyway.
-        rc = _lib.buffer_stream_wait(buf, _STREAM_ALL)
+        rc = _lib.buffer_stream_wait(buf, STREAM_ALL)
         if rc and not _lib.buffer_is_freed(buf):
             _lib.check(rc)
         return d
 
 
-class _Interface:
-    """An array-interface dict as an object NumPy can read (Tensor.__array__)."""
-
-    __slots__ = ("__array_interface__",)
-
-    def __init__(self, iface: dict) -> None:
-        self.__array_interface__ = iface
-
-
-def _export_error() -> BaseException:
-    """The exception for a failed DLPack export: the Array API's BufferError, keeping devmm's
-    own class where it is one (a freed buffer) and MemoryError for out-of-memory."""
-    e = _lib.export_failed()
-    if isinstance(e, (BufferError, MemoryError)):
-        return e
-    b = BufferError(f"__dlpack__: {e}")
-    b.__cause__ = e
-    return b
-
-
-def _check_stream(device_type: int, stream: Optional[int]) -> None:
-    """Raises StreamError (a ValueError, and the RuntimeError NumPy raises for a stream on the
-    CPU) unless stream is valid for the device type, TypeError unless it is an int or None."""
-    if stream is None:
-        return
-    if not isinstance(stream, int):
-        raise TypeError(f"__dlpack__: stream must be an int or None, got {type(stream).__name__}")
-    if device_type in _CUDA_RULES:
-        if stream == 0:
-            rt = "sim (CUDA's rules)" if device_type == _SIM else "CUDA"
-            raise StreamError(f"__dlpack__: stream 0 is ambiguous for {rt}; use 1 (legacy "
-                              f"default), 2 (per-thread default), -1 (no sync) or a stream handle")
-    elif device_type == _ROCM:
-        if stream in (1, 2):  # the Array API's CUDA streams: not a C constant
-            raise StreamError(f"__dlpack__: stream {stream} is not valid for ROCm; use 0 "
-                              f"(default), -1 or a hipStream_t")
-    else:
-        raise StreamError(f"__dlpack__: stream must be None for "
-                          f"{format_device(parse_device((device_type, 0)))} tensors, got {stream}")
-
-
-def _dl_device(dl_device: object) -> tuple[int, int]:
-    """A __dlpack__ dl_device as (type, id): TypeError unless a pair of ints, OverflowError
-    past int32 (ctypes would wrap 2**32 into device 0)."""
-    try:
-        t, i = dl_device  # type: ignore[misc]
-    except (TypeError, ValueError):
-        raise TypeError(f"__dlpack__: dl_device must be a (device_type, device_id) pair, got "
-                        f"{dl_device!r}") from None
-    return (_lib.cint(t, ctypes.c_int32, "dl_device type"),
-            _lib.cint(i, ctypes.c_int32, "dl_device id"))
-
-
-def _stream_wait(t: Tensor, stream: Optional[int]) -> None:
-    """Hands t's buffer to the consumer's stream: that stream waits for the buffer's (an event
-    on CUDA/ROCm/sim), and the buffer's free is ordered after the consumer. None is the default
-    stream (the Array API's rule); -1: the consumer orders its work itself, nothing waits."""
-    buf = _lib.tensor_buffer(t._h)
-    if stream == -1:
-        consumer = _STREAM_ALL
-    elif stream is None or (stream == 1 and t._dev[0] != _ROCM):
-        consumer = None  # the legacy default stream is the NULL handle; ROCm's default is 0
-    else:
-        consumer = stream or None  # CUDA's 2 is cudaStreamPerThread itself; ROCm's 0 is NULL
-    _lib.check(_lib.buffer_stream_wait(buf, consumer))
 
 
 # ----------------------------------------------------------------------------- constructors
@@ -526,7 +353,7 @@ def _shape(shape: Union[int, Sequence[int]]) -> tuple:
             if isinstance(s, bool) or not hasattr(type(s), "__index__"):
                 raise TypeError(f"shape entries must be ints, got {s!r} in {entries!r}")
             s = s.__index__()  # numpy's integers keep their width: t.shape holds Python ints
-        if not -_I64_MAX - 1 <= s <= _I64_MAX:
+        if not -I64_MAX - 1 <= s <= I64_MAX:
             raise ValueError(f"shape entry {s} does not fit in int64 (shape {entries!r})")
         if s is not entries[i]:
             entries = entries[:i] + (s,) + entries[i + 1:]
@@ -560,9 +387,9 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     except (KeyError, TypeError):
         dt = resolve(dtype)  # caches it in _DTYPES
     if resource is None:
-        scoped = _scoped.get()
-        if scoped:
-            resource = scoped[None] if device is None else scoped.get(_key(parse_device(device)))
+        over = scoped.get()
+        if over:
+            resource = over[None] if device is None else over.get(device_key(parse_device(device)))
     if resource is not None:
         try:
             dev = resource._devkey
@@ -571,7 +398,7 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
             raise TypeError(f"resource must be a MemoryResource, got "
                             f"{type(resource).__name__}") from None
     elif device is None:
-        dev, rh = _CPU_KEY, None
+        dev, rh = CPU_KEY, None
     else:
         d = parse_device(device)
         dev, rh = (d.device_type, d.device_id), None
@@ -610,7 +437,6 @@ def _tensor(cap: object, shape: tuple, dt: DType, dev: tuple) -> Tensor:
 
 
 _new = Tensor.__new__
-_new_buffer = Buffer.__new__
 _DTYPES = _dtype_cache
 
 
@@ -660,12 +486,5 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     d = _lib.buffer_device(buffer._h)
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))
 
-
-def _install_reducer() -> None:
-    from .ipc import _install_reducer as install
-    install()
-
-
-_install_reducer()  # multiprocessing sends shared tensors by handle (devmm.ipc)
 
 __all__ = ["Buffer", "Tensor", "empty", "zeros", "from_buffer_view", "DType"]

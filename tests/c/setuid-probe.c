@@ -1,5 +1,5 @@
 /* Prints the configuration devmm chose, then whether the loader ran it in secure (set-uid) mode,
- * for the set-uid test in test-hardening.c. It loads the libdevmm.so.0 that lies in its own
+ * for the set-uid test in suite_setuid.c. It loads the libdevmm.so.0 that lies in its own
  * directory (the test copies both into a directory of its own): a set-uid program ignores
  * LD_LIBRARY_PATH and $ORIGIN, and a build tree's RUNPATH may lie where the probe's user cannot
  * go. Only that file is loaded, so the set-uid copy runs nothing another user could put there. */

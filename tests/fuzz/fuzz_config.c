@@ -1,4 +1,4 @@
-/* libFuzzer target: devmm.ini text through the pure parser (core/config_parse.c): no file, no
+/* libFuzzer target: devmm.ini text through the pure parser (core/config/parse.c): no file, no
  * plugin, no global state. Every input must parse, or fail with DEVMM_ECONFIG/DEVMM_ENOMEM and a
  * message that starts with the source's name ("file:line: ..."); what was parsed must hold
  * together (absolute plugin directories, at least one plugin, adaptors from the table), and

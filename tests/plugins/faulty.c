@@ -143,7 +143,7 @@ typedef struct old_kind {
   int (*create)(const devmm_host_services *, int32_t, const devmm_option *, size_t,
                 devmm_resource **);
 } old_kind;
-/* laid out as the old ABI's array would be: tests/c/test-plugins.c reads it by the new stride */
+/* laid out as the old ABI's array would be: tests/c/suite_plugins.c reads it by the new stride */
 DEVMM_PLUGIN_EXPORT const old_kind devmm_test_old_kinds[3] = {
     {sizeof(old_kind), PLUGIN_NAME ".heap", "the first kind", DEVMM_DEVICE_CPU, options, create},
     {sizeof(old_kind), PLUGIN_NAME ".second", "the second kind", DEVMM_DEVICE_CPU, NULL, create},

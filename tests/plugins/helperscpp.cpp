@@ -1,5 +1,6 @@
-// A C++ plugin written with <devmm/plugin_helpers.h> (review finding 5): DEVMM_PLUGIN_DEFINE
-// must export the entry unmangled. Kind helperscpp.heap on cpu:0; built as devmm-helperscpp.so.
+// A C++ plugin written with <devmm/plugin_helpers.h> (suite plugins:
+// plugin_helpers_two_files_and_cpp): DEVMM_PLUGIN_DEFINE must export the entry unmangled. Kind
+// helperscpp.heap on cpu:0; built as devmm-helperscpp.so.
 #include <devmm/plugin_helpers.h>
 
 #include <cstdlib>

@@ -1,7 +1,7 @@
 /* The ops half of a plugin of two source files that both include <devmm/plugin_helpers.h>
- * (review finding 4): devmm_plugin_context and devmm_plugin_host here must see the host table
- * that twofile-entry.c's DEVMM_PLUGIN_DEFINE stored. Built with twofile-entry.c as
- * devmm-twofile.so, kind twofile.heap on cpu:0. */
+ * (suite plugins: plugin_helpers_two_files_and_cpp): devmm_plugin_context and devmm_plugin_host
+ * here must see the host table that twofile-entry.c's DEVMM_PLUGIN_DEFINE stored. Built with
+ * twofile-entry.c as devmm-twofile.so, kind twofile.heap on cpu:0. */
 #include <devmm/plugin_helpers.h>
 
 #include <stdlib.h>

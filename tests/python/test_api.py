@@ -98,7 +98,7 @@ def test_empty_bad_layout_and_resource():
 
 
 def test_vendor_device_type_round_trip():
-    """A plugin's own device type is written "deviceT:N" and read back (review finding 2)."""
+    """A plugin's own device type is written "deviceT:N" and read back."""
     from devmm.resource import format_device, parse_device
     d = parse_device("device14:0")
     assert (d.device_type, d.device_id) == (14, 0)
@@ -112,8 +112,8 @@ def test_vendor_device_type_round_trip():
 
 
 def test_mrs_after_a_plain_import():
-    """plugins.md's Python lines run as written: `import devmm` then `devmm.mrs...` (review
-    finding 3: AttributeError: module 'devmm' has no attribute 'mrs')."""
+    """plugins.md's Python lines run as written: `import devmm` then `devmm.mrs...` (once
+    AttributeError: module 'devmm' has no attribute 'mrs')."""
     code = ("import devmm; r = devmm.mrs.create_resource('cpu.aligned', alignment=4096); "
             "print(r.name)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -746,3 +746,17 @@ def test_host_accessible_plugin_resource_without_copy_or_memset(tmp_path):
             bytes((ctypes.c_int32 * 4)(1, 2, 3, 4))
     finally:
         devmm.init(None)
+
+
+def test_a_stack_from_devmm_ini_comes_back_as_its_adaptors_class_in_a_fresh_process(tmp_path):
+    # `import devmm` does not load devmm.adaptors (start-up time); the first adaptor C hands back
+    # loads it, and comes back as its class (devmm._shared.typed, ADR 36)
+    ini = tmp_path / "devmm.ini"
+    ini.write_text("[device cpu]\nadaptors = statistics, limiting\nlimit = 1MiB\n")
+    code = ("import sys, devmm; devmm.init(sys.argv[1]); before = 'devmm.adaptors' in sys.modules; "
+            "r = devmm.get_current_device_resource(); "
+            "print(before, type(r).__name__, type(r.upstream).__name__, "
+            "type(devmm.empty(4).buffer.resource).__name__)")
+    out = subprocess.run([sys.executable, "-c", code, str(ini)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "LimitingAdaptor", "StatisticsAdaptor", "LimitingAdaptor"]

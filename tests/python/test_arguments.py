@@ -1,4 +1,4 @@
-"""Arguments on their way to C (review of #15, findings 6-9, 13, 14): shapes, strides, sizes,
+"""Arguments on their way to C: shapes, strides, sizes,
 offsets and device ids are Python ints that fit their C type, or a clear TypeError, ValueError
 or OverflowError naming them, never a value that ctypes wraps silently; the private built-ins
 refuse wrong types instead of crashing; Buffer is aligned as tensors are; the small things a

@@ -31,7 +31,7 @@ def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        dashboard_address=None, worker_dashboard_address=None)
     c = distributed.Client(cluster, timeout=60)
-    try:  # no register_serializers() here: importing devmm.dask did it (finding 7)
+    try:  # no register_serializers() here: importing devmm.dask did it
         c.register_plugin(devmm.dask.DevmmPlugin(config=INI))
         yield c
     finally:
@@ -154,7 +154,7 @@ def test_route_needs_the_framework():
 
 
 def test_the_plugin_cleans_up(tmp_path):
-    """Teardown gives the worker back the configuration it had (finding 11)."""
+    """Teardown gives the worker back the configuration it had."""
     usual = tmp_path / "usual.ini"
     usual.write_text("[devmm]\nplugins = cpu\n[device cpu]\nresource = cpu.mmap\n")
     devmm.init(str(usual))  # what the worker ran before the plugin came
@@ -196,10 +196,10 @@ def test_the_serializer_sends_bytes_unless_sender_and_recipient_share_a_host():
     assert serialize(m, serializers=["dask"], context=here)[0]["sub-header"]["devmm"] == "value"
 
 
-# ---------------------------------------------------------------- the outside review
+# ------------------------------------------------ serializing, replicas, sending on
 
 def test_importing_devmm_dask_registers_the_serializer_for_the_client(client):
-    """Finding 7: the docs' example calls no register_serializers(); a gather must work."""
+    """The docs' example calls no register_serializers(); a gather must work."""
     assert REGISTERED_AT_IMPORT
     a = workers(client)[0]
     x = client.submit(make, 100, 4, workers=[a], pure=False)
@@ -208,7 +208,7 @@ def test_importing_devmm_dask_registers_the_serializer_for_the_client(client):
 
 
 def test_device_memory_crosses_by_value_and_survives_the_exporters_replica_removal(client):
-    """Finding 1: Dask's memory manager may drop the exporter's replica while another worker
+    """Dask's memory manager may drop the exporter's replica while another worker
     holds its copy; device memory therefore goes by value (a mapping would read freed
     memory: the simulator's 0xDD poison)."""
     a, b = workers(client)
@@ -238,7 +238,7 @@ def test_device_memory_crosses_by_value_and_survives_the_exporters_replica_remov
 
 
 def test_a_received_tensor_travels_on(client):
-    """Finding 2: a tensor b received by handle, returned by b, reaches a and the client."""
+    """A tensor b received by handle, returned by b, reaches a and the client."""
     a, b = workers(client)
     x = client.submit(make, 1000, 1, workers=[a], pure=False)
     y = client.submit(add_one, x, workers=[b], pure=False)  # b returns its mapping

@@ -105,7 +105,7 @@ def test_copy_true_sets_is_copied_and_compacts():
     assert versioned_head(cap).flags == IS_COPIED
 
 
-# review of #15, finding 12: the copy came from the device's current resource, not the tensor's
+# The copy came from the device's current resource, not the tensor's
 def test_copy_true_comes_from_the_tensors_own_resource():
     own = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
     current = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
@@ -125,7 +125,7 @@ def test_copy_must_be_a_bool_or_none():
             t.__dlpack__(copy=bad)
 
 
-# review of #15, finding 12: numpy's test_device expects ValueError for a device it cannot
+# numpy's test_device expects ValueError for a device it cannot
 # serve, the Array API BufferError: DeviceExportError is both
 @pytest.mark.parametrize("kwargs", [dict(dl_device=(10, 0)), dict(dl_device=(2, 0), copy=False),
                                     dict(dl_device=(1, 1))])
@@ -152,7 +152,7 @@ def test_bad_dl_device_is_refused(dl_device, exc, text):
         devmm.empty(3).__dlpack__(dl_device=dl_device)
 
 
-# review of #15, finding 10: pinned host memory is host memory: a CPU consumer gets it as it is
+# Pinned host memory is host memory: a CPU consumer gets it as it is
 def test_pinned_host_memory_goes_to_a_cpu_consumer_without_a_copy():
     pinned = host_memory_labelled("cuda_host")
     t = devmm.zeros((4, 4), "float32", resource=pinned)
@@ -256,7 +256,7 @@ def test_size_zero_through_the_array_interface(shape):
     assert np.from_dlpack(t).shape == shape and t.data_ptr == 0
 
 
-# review of #15, finding 12: numpy 2's __array__ protocol says copy=False never copies
+# numpy 2's __array__ protocol says copy=False never copies
 def test_array_protocol_copy_rules():
     t = devmm.zeros((2, 3), "float32")
     assert t.__array__().ctypes.data == t.data_ptr
@@ -354,7 +354,7 @@ def test_jax_values_both_ways(jax):
     assert back[3] == 6.0
 
 
-# review of #15, finding 11: jnp.asarray(t) raised ValueError: JAX reads a .dtype only through
+# jnp.asarray(t) raised ValueError: JAX reads a .dtype only through
 # np.result_type, which in numpy 2 takes nothing but a numpy.dtype. __jax_array__ (JAX's
 # conversion protocol, JEP 28661) hands it the tensor through DLPack instead, zero-copy.
 def test_jax_numpy_takes_a_tensor_zero_copy(jax):
@@ -381,7 +381,7 @@ def test_jax_numpy_copies_a_readonly_tensor(jax):
     assert jax.dlpack.from_dlpack(v.copy()).shape == (16,)
 
 
-# review of #15, finding 9: a devmm.Buffer had the resource's alignment (16 with malloc), so JAX
+# A devmm.Buffer had the resource's alignment (16 with malloc), so JAX
 # copied a view of it
 def test_buffer_views_import_into_jax_without_a_copy(jax):
     from devmm.mrs.cpu import MallocMemoryResource

@@ -7,7 +7,7 @@ import os
 import pytest
 
 import devmm
-from devmm import tensor
+from devmm import _interchange
 
 # the GPU plugins this build produced: the ones in the plugin path
 BUILT = [p for p in ("cuda", "rocm", "rmm")
@@ -75,7 +75,7 @@ def test_python_classes_fail_cleanly(plugin, tmp_path):
 
 
 def test_stream_rules_of_the_array_api():
-    check = tensor._check_stream
+    check = _interchange.check_stream
     check(2, None)
     check(2, 1)       # legacy default stream
     check(2, 2)       # per-thread default stream

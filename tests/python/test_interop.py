@@ -73,6 +73,7 @@ def test_torch_allocation_failures_are_statuses_never_null():
 BRIDGES = [("devmm.interop.cupy", "cupy", "cupy-cuda13x", "use_devmm"),
            ("devmm.mrs.cupy", "cupy", "cupy-cuda13x", "CupyPoolResource"),
            ("devmm.interop.rmm", "rmm", "rmm-cu13", "as_rmm_resource"),
+           ("devmm.mrs.rmm", "rmm", "rmm-cu13", "from_rmm_resource"),
            ("devmm.interop.torch", "torch", "torch", "use_devmm")]
 
 

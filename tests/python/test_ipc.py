@@ -329,7 +329,7 @@ def test_sim_device_memory_crosses_processes(tmp_path, monkeypatch):
     devmm.ipc.release_held()
 
 
-# ---------------------------------------------------------------- the outside review
+# ------------------------------------------- lifetimes of sends, pickles and handles
 
 def forking_dumps(obj):
     """What multiprocessing sends (Queue, Pool, ProcessPoolExecutor): a ForkingPickler's bytes."""
@@ -338,7 +338,7 @@ def forking_dumps(obj):
 
 
 def test_plain_pickle_copies_and_only_multiprocessing_sends_a_handle():
-    """Findings 5 and 11: a pickle written to a file, or pickle.loads(pickle.dumps(t)), holds
+    """A pickle written to a file, or pickle.loads(pickle.dumps(t)), holds
     the bytes (a handle there would name memory that is gone by the time it is read)."""
     t = shared((1 << 16,), "uint8")
     np.asarray(t)[:] = 5
@@ -356,7 +356,7 @@ def test_plain_pickle_copies_and_only_multiprocessing_sends_a_handle():
 
 
 def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
-    """Finding 4: a send never received holds nothing past keep_alive (before, holds went only
+    """A send never received holds nothing past keep_alive (before, holds went only
     at the next pickling). cpu.shm travels with its memfd: the sender's allocation goes at
     once, the duplicate multiprocessing keeps for a receiver goes after keep_alive; device
     memory is held keep_alive seconds."""
@@ -390,7 +390,7 @@ def test_a_hold_ends_after_keep_alive_without_another_pickle(monkeypatch):
 
 
 def test_a_received_tensor_pickles_again():
-    """Finding 2: a tensor received by handle is sent on by handle (cpu.shm: the mapping's own
+    """A tensor received by handle is sent on by handle (cpu.shm: the mapping's own
     descriptor), or by value; never an error."""
     ctx = multiprocessing.get_context("spawn")
     devmm.ipc.release_held()  # earlier tests' sends
@@ -411,7 +411,7 @@ def test_a_received_tensor_pickles_again():
 
 
 def test_read_only_survives_pickling():
-    """Finding 8: a read-only tensor stays read-only by handle and by value."""
+    """A read-only tensor stays read-only by handle and by value."""
     from devmm import _lib
     t = shared((8,), "float64")
     ro = devmm.from_buffer_view(t.buffer, (8,), "float64", readonly=True)
@@ -426,7 +426,7 @@ def test_read_only_survives_pickling():
 
 
 def test_corrupted_layouts_and_empty_tensors_get_a_clear_error():
-    """Finding 11: the layout is under a checksum; a 0-byte tensor says why it has no handle."""
+    """The layout is under a checksum; a 0-byte tensor says why it has no handle."""
     t = shared((4,), "float32")
     h = bytearray(t.ipc_handle())
     head = 8 + 256

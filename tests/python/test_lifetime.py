@@ -169,7 +169,7 @@ def test_array_interface_hold_ends_with_the_array(counting):
     assert t.buffer.freed and t.data_ptr == 0
 
 
-# review of #15, finding 4: any look at __array_interface__ held the memory until the tensor died
+# Any look at __array_interface__ held the memory until the tensor died
 @pytest.mark.parametrize("look", [
     lambda t: hasattr(t, "__array_interface__"),
     lambda t: t.__array_interface__["shape"],
@@ -185,7 +185,7 @@ def test_a_look_at_the_array_interface_holds_nothing(look):
     assert not hasattr(t, "__array_interface__")
 
 
-# review of #15, finding 5: a probe after free() raised DevmmStateError instead of answering
+# A probe after free() raised DevmmStateError instead of answering
 def test_probes_after_free_say_absent(cuda_double):
     _, cuda = cuda_double
     host, device = devmm.empty(8, "float32"), devmm.empty(8, "float32", resource=cuda)
@@ -198,7 +198,7 @@ def test_probes_after_free_say_absent(cuda_double):
         np.asarray(host)
 
 
-# review of #15, finding 1: np.asarray(t) on one thread, t.buffer.free() on another: the hold
+# np.asarray(t) on one thread, t.buffer.free() on another: the hold
 # was taken in one call and the address read in another (a ctypes call that lets go of the
 # GIL), NULL once the owner had freed it, and numpy got a 128-byte placeholder as the data of a
 # 32 KiB array. The export must either refuse or carry the memory it holds. The CUDA array
@@ -253,7 +253,7 @@ def test_interface_racing_free_gets_its_memory_or_nothing(interface, cuda_double
     assert 0 < refused < 3000, f"{refused} of 3000 exports refused: one outcome never happened"
 
 
-# review of #15, finding 3: a tensor, buffer, array or resource of a Python-defined resource
+# A tensor, buffer, array or resource of a Python-defined resource
 # dying while an exception propagates: the destructor called the deallocate callback with the
 # exception pending, so the callback failed (the allocation leaked) and the exception became
 # "SystemError: error return without exception set"

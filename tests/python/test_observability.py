@@ -186,11 +186,22 @@ def test_profile_bad_arguments():
     assert devmm.profile.records()["after"].total_bytes == 1
 
 
-def test_profile_module_is_callable_however_imported():
+def test_devmm_profile_is_callable_however_imported():
+    # devmm.profile is the module's `profiler` (no module class swapping: ADR 36); importing the
+    # module itself, however it is done, leaves the name callable
     import importlib
     mod = importlib.import_module("devmm.profile")
-    assert mod is devmm.profile and callable(mod)
-    assert isinstance(mod("n"), mod.Profile)
+    import devmm.profile as p
+    from devmm import profile
+    assert devmm.profile is p is profile is mod.profiler and callable(devmm.profile)
+    assert isinstance(devmm.profile("n"), mod.Profile)
+    assert devmm.profile.Profile is mod.Profile and devmm.profile.Record is mod.Record
+    assert devmm.profile.records is mod.records and devmm.profile.report is mod.report
+    code = ("import devmm.profile, devmm; from devmm.profile import Record; "
+            "print(callable(devmm.profile), devmm.profile.Record is Record)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["True", "True"]
 
 
 # ----------------------------------------------------------------------------- Python stacks

@@ -439,7 +439,9 @@ def test_every_installed_program_is_a_console_script_of_the_wheel():
     # the wheel puts devmm's programs in devmm/_native, which is on nobody's PATH: each needs a
     # console script (docs/api.md runs devmm-replay by name, as an installed user would)
     with open(os.path.join(SRC, "tools", "meson.build")) as f:
-        programs = re.findall(r"executable\('([^']+)'[^)]*install_dir: bindir", f.read(), re.S)
+        # an executable(...) call, which may hold calls of its own (files(...)), installed in bindir
+        programs = re.findall(r"executable\('([^']+)'(?:[^()]|\([^()]*\))*install_dir: bindir",
+                              f.read(), re.S)
     assert "devmm-info" in programs, programs
     with open(os.path.join(SRC, "pyproject.toml")) as f:
         scripts = dict(re.findall(r'^([a-z-]+) = "(devmm\._tool:[a-z_]+)"$', f.read(), re.M))

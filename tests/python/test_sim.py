@@ -87,7 +87,7 @@ def test_plugin_options_are_checked_with_file_and_line(tmp_path):
         devmm.init(str(ini))
 
 
-# ------------------------------------------------------------------- copies (review 3.1)
+# ------------------------------------------------------------------------------ copies
 
 def test_copies_between_host_and_device_go_through_the_device(tmp_path):
     # a CPU tensor copied to the device was memmoved into device memory: SIGSEGV
@@ -115,7 +115,7 @@ def test_copies_between_host_and_device_go_through_the_device(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
 
 
-# ------------------------------------------------------------------- streams (review 3.5)
+# ----------------------------------------------------------------------------- streams
 
 def test_dlpack_default_stream_waits_for_the_buffers_stream(sim):
     # (a) stream=None never waited, even for a buffer made on another (non-blocking) stream
@@ -134,7 +134,7 @@ def test_dlpack_default_stream_waits_for_the_buffers_stream(sim):
 
 
 def test_dlpack_consumer_stream_waits_across_devices(sim):
-    # the buffer on sim:1, the calling thread's current device sim:0 (review 6)
+    # the buffer on sim:1, the calling thread's current device sim:0
     rt = sim(jitter_us=1000, seed=12)
     rt.set_device(0)
     producer, consumer = rt.stream(1, nonblocking=True), rt.stream(1, nonblocking=True)
@@ -213,7 +213,7 @@ def test_zeros_on_pinned_memory_is_ready_for_the_host(sim):
 
 
 def test_zeros_and_copies_on_another_device_than_the_current(sim):
-    # review 6: memset/copy/synchronize on the NULL stream went to the current device's stream
+    # memset/copy/synchronize on the NULL stream went to the current device's stream
     rt = sim(jitter_us=300, seed=16)
     rt.set_device(0)
     t = devmm.zeros(4096, "uint8", resource=SimAsyncMemoryResource(1))

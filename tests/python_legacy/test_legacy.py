@@ -190,7 +190,7 @@ def test_size_zero_through_the_array_interface(shape):
     assert a.shape == shape and a.size == 0
 
 
-# review of #15, finding 4: a look at the interface held the memory until the tensor died
+# A look at the interface held the memory until the tensor died
 def test_array_interface_holds_only_while_arrays_live_in_numpy_124():
     stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())
     t = devmm.empty((1 << 16,), "uint8", resource=stats)
@@ -202,7 +202,7 @@ def test_array_interface_holds_only_while_arrays_live_in_numpy_124():
     del v
     gc.collect()
     assert stats.current_bytes == 0  # ... and nothing else did
-    assert not hasattr(t, "__array_interface__")  # finding 5: absent, not an exception
+    assert not hasattr(t, "__array_interface__")  # absent, not an exception
     with pytest.raises(BufferError, match="was freed"):
         np.asarray(t)
 
@@ -214,7 +214,7 @@ def test_readonly_view_stays_readonly_in_numpy_124():
         a.flags.writeable = True  # the export's buffer says read-only: numpy 1.24 keeps it so
 
 
-# review of #15, finding 3: a Python-defined resource's free while an exception propagates
+# A Python-defined resource's free while an exception propagates
 def test_exception_pending_while_a_python_resource_frees():
     keep, alloc = host_allocator()
     r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p), name="py")

@@ -1,4 +1,5 @@
-"""Route CuPy's allocations through devmm.
+"""Route CuPy's allocations through devmm (devmm serving CuPy; the other direction, CuPy's pool
+under devmm's adaptors, is :mod:`devmm.mrs.cupy`: docs/frameworks.md).
 
 ``use_devmm(resource=None)`` makes devmm CuPy's allocator (``cupy.cuda.set_allocator``): each
 CuPy allocation is a devmm buffer from ``resource`` (default: the current resource of CuPy's
@@ -12,15 +13,15 @@ CuPy drops it. As a context manager it restores the previous allocator on exit.
 
 from __future__ import annotations
 
-from . import _require
+from ..tensor import Buffer
+from .._optional import require
+from ..resource import MemoryResource, get_current_device_resource
 
-cupy = _require("cupy", "cupy-cuda13x", "devmm.interop.cupy")
+cupy = require("cupy", "cupy-cuda13x", "devmm.interop.cupy")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional
-
-    from ..resource import MemoryResource
 
 
 class use_devmm:
@@ -28,9 +29,6 @@ class use_devmm:
     manager and the block ends."""
 
     def __init__(self, resource: Optional[MemoryResource] = None) -> None:
-        from ..tensor import Buffer
-        from ..resource import get_current_device_resource
-
         def malloc(size: int):
             device = cupy.cuda.runtime.getDevice()
             r = resource if resource is not None else get_current_device_resource(

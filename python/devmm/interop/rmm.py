@@ -1,16 +1,18 @@
-"""RMM and devmm, both ways.
+"""RMM and devmm, both ways; this module is devmm serving RMM.
 
 ``as_rmm_resource(resource)`` is an ``rmm.mr.CallbackMemoryResource`` over a devmm resource
-(set it with ``rmm.mr.set_current_device_resource`` and RAPIDS allocates through devmm);
-``from_rmm_resource(mr, device=0)`` wraps a Python RMM resource as a devmm resource.
+(set it with ``rmm.mr.set_current_device_resource`` and RAPIDS allocates through devmm).
+``from_rmm_resource(mr, device=0)``, the other direction (a Python RMM resource as a devmm
+resource), lives in :mod:`devmm.mrs.rmm` with the rest of RMM-into-devmm and is importable from
+here too (docs/frameworks.md).
 """
 
 from __future__ import annotations
 
-from ..adaptors import CallbackMemoryResource
-from . import _require
+from .._optional import require
 
-rmm = _require("rmm", "rmm-cu13", "devmm.interop.rmm")
+rmm = require("rmm", "rmm-cu13", "devmm.interop.rmm")  # first: its message names this module
+from ..mrs.rmm import from_rmm_resource  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,25 +37,4 @@ def as_rmm_resource(resource: MemoryResource) -> object:
                                                            stream=_stream_handle(stream) or None))
 
 
-class _Handle:
-    """A raw stream handle speaking the ``__cuda_stream__`` protocol, for RMM's Stream."""
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
-
-
-def _rmm_stream(stream: object) -> object:
-    """devmm's stream (an int handle or None, the default stream) as RMM's Stream."""
-    from rmm.pylibrmm.stream import DEFAULT_STREAM, Stream
-    return DEFAULT_STREAM if not stream else Stream(_Handle(int(stream)))
-
-
-def from_rmm_resource(mr: object, device: str = "cuda:0") -> CallbackMemoryResource:
-    """A devmm resource on device that allocates from an RMM resource, on devmm's stream
-    (copies and stream order come from the device's runtime: see CallbackMemoryResource)."""
-    return CallbackMemoryResource(lambda n, a, s: mr.allocate(n, _rmm_stream(s)),
-                                  lambda p, n, a, s: mr.deallocate(p, n, _rmm_stream(s)),
-                                  device=device, name="rmm")
+__all__ = ["as_rmm_resource", "from_rmm_resource"]

@@ -1,4 +1,6 @@
-"""Route PyTorch's CUDA allocations through devmm.
+"""Route PyTorch's CUDA allocations through devmm (devmm serving torch: with the C++ shim
+core/bridges/torch_alloc.cpp and ``devmm_torch_allocate`` of core/bridges/torch.c; docs/frameworks.md
+gives both directions of every framework).
 
 ``use_devmm()`` installs libdevmm-torch's ``devmm_torch_alloc``/``devmm_torch_free`` as torch's
 ``CUDAPluggableAllocator``: every CUDA tensor torch makes then comes from the current devmm
@@ -16,16 +18,17 @@ raises a clear error.
 
 from __future__ import annotations
 
-from .. import _lib
-from . import _require
+import os
 
-torch = _require("torch", "torch", "devmm.interop.torch")
+from .. import _lib
+from .._optional import require
+
+torch = require("torch", "torch", "devmm.interop.torch")
 
 
 def shim_path() -> str:
     """libdevmm-torch (C++: its allocator throws on failure), next to the loaded libdevmm
     (``libdevmm-torch.so.0`` in a prefix, ``libdevmm-torch.so`` in the wheel)."""
-    import os
     here = os.path.dirname(_lib.LIBRARY_PATH)
     names = ("libdevmm-torch.so.0", "libdevmm-torch.so")
     for name in names:

@@ -2,7 +2,8 @@
 
 Each class creates a resource of the plugin's kind for one device; without a driver or a
 device, creation raises :class:`devmm.DevmmError` with the runtime's reason ("0 devices: CUDA
-driver version is insufficient for CUDA runtime version"). On a GPU machine (this runs in tests/gpu/run.sh, not in the CPU doctests)::
+driver version is insufficient for CUDA runtime version"). On a GPU machine (this runs in
+tests/gpu/run.sh, not in the CPU doctests)::
 
     from devmm.mrs.cuda import CudaAsyncMemoryResource
     r = CudaAsyncMemoryResource(device=0, pool="own", release_threshold="4GiB")
@@ -12,21 +13,41 @@ driver version is insufficient for CUDA runtime version"). On a GPU machine (thi
 
 from __future__ import annotations
 
-from ._gpu import classes
+from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
 
-_C = classes("cuda", "Cuda", {
-    "malloc": "cudaMalloc",
-    "free": "cudaFree",
-    "pool_malloc": "cudaMallocFromPoolAsync",
-    "free_async": "cudaFreeAsync",
-    "managed": "cudaMallocManaged",
-    "host": "cudaHostAlloc",
-    "host_device": "CUDAHost",
-})
-CudaMemoryResource = _C["CudaMemoryResource"]
-CudaAsyncMemoryResource = _C["CudaAsyncMemoryResource"]
-ManagedMemoryResource = _C["ManagedMemoryResource"]
-PinnedMemoryResource = _C["PinnedMemoryResource"]
+
+class CudaMemoryResource(DeviceResource):
+    """``cudaMalloc`` / ``cudaFree`` on one device (synchronous)."""
+
+    __slots__ = ()
+    KIND = "cuda.device"
+
+
+class CudaAsyncMemoryResource(AsyncResource):
+    """Stream-ordered ``cudaMallocFromPoolAsync`` / ``cudaFreeAsync`` on the device's default pool
+    (``pool="default"``) or a pool of its own (``pool="own"``, with ``max_pool_size`` and
+    ``release_threshold`` (bytes, "4GiB" or "50%"): freed memory the pool keeps; the default
+    pool is the whole process's, devmm leaves its settings alone); ``ipc=True`` with an own
+    pool: other processes can open its allocations (devmm.open_ipc; CUDA only)."""
+
+    __slots__ = ()
+    KIND = "cuda.async"
+
+
+class ManagedMemoryResource(ManagedResource):
+    """``cudaMallocManaged``; ``advise`` = None | "read_mostly" | "preferred_location" |
+    "accessed_by" (for this device), ``prefetch=True`` moves new memory to the device."""
+
+    __slots__ = ()
+    KIND = "cuda.managed"
+
+
+class PinnedMemoryResource(PinnedResource):
+    """Page-locked host memory, ``cudaHostAlloc`` (DLPack device CUDAHost)."""
+
+    __slots__ = ()
+    KIND = "cuda.pinned"
+
 
 __all__ = ["CudaMemoryResource", "CudaAsyncMemoryResource", "ManagedMemoryResource",
            "PinnedMemoryResource"]

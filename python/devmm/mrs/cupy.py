@@ -1,17 +1,20 @@
-"""A CuPy memory pool as a devmm resource: ``CupyPoolResource(pool=None)`` (default: CuPy's
-current pool), so devmm adaptors (statistics, limits, logs) can sit over CuPy's pool. Copies,
-memsets and stream order go through the device's CUDA runtime (``cuda.device``).
+"""CuPy into devmm: a CuPy memory pool as a devmm resource, ``CupyPoolResource(pool=None)``
+(default: CuPy's current pool), so devmm adaptors (statistics, limits, logs) can sit over CuPy's
+pool. Copies, memsets and stream order go through the device's CUDA runtime (``cuda.device``).
 
     from devmm.mrs.cupy import CupyPoolResource
     stats = devmm.StatisticsAdaptor(CupyPoolResource())
+
+The other direction, CuPy allocating from devmm, is :mod:`devmm.interop.cupy`
+(docs/frameworks.md).
 """
 
 from __future__ import annotations
 
 from ..adaptors import CallbackMemoryResource
-from ..interop import _require
+from .._optional import require
 
-cupy = _require("cupy", "cupy-cuda13x", "devmm.mrs.cupy")
+cupy = require("cupy", "cupy-cuda13x", "devmm.mrs.cupy")
 
 
 class CupyPoolResource(CallbackMemoryResource):

@@ -12,21 +12,41 @@ On a GPU machine (this runs in tests/gpu/run.sh, not in the CPU doctests)::
 
 from __future__ import annotations
 
-from ._gpu import classes
+from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
 
-_C = classes("rocm", "Rocm", {
-    "malloc": "hipMalloc",
-    "free": "hipFree",
-    "pool_malloc": "hipMallocFromPoolAsync",
-    "free_async": "hipFreeAsync",
-    "managed": "hipMallocManaged",
-    "host": "hipHostMalloc",
-    "host_device": "ROCMHost",
-})
-RocmMemoryResource = _C["RocmMemoryResource"]
-RocmAsyncMemoryResource = _C["RocmAsyncMemoryResource"]
-ManagedMemoryResource = _C["ManagedMemoryResource"]
-PinnedMemoryResource = _C["PinnedMemoryResource"]
+
+class RocmMemoryResource(DeviceResource):
+    """``hipMalloc`` / ``hipFree`` on one device (synchronous)."""
+
+    __slots__ = ()
+    KIND = "rocm.device"
+
+
+class RocmAsyncMemoryResource(AsyncResource):
+    """Stream-ordered ``hipMallocFromPoolAsync`` / ``hipFreeAsync`` on the device's default pool
+    (``pool="default"``) or a pool of its own (``pool="own"``, with ``max_pool_size`` and
+    ``release_threshold`` (bytes, "4GiB" or "50%"): freed memory the pool keeps; the default
+    pool is the whole process's, devmm leaves its settings alone); ``ipc=True`` with an own
+    pool: other processes can open its allocations (devmm.open_ipc; CUDA only)."""
+
+    __slots__ = ()
+    KIND = "rocm.async"
+
+
+class ManagedMemoryResource(ManagedResource):
+    """``hipMallocManaged``; ``advise`` = None | "read_mostly" | "preferred_location" |
+    "accessed_by" (for this device), ``prefetch=True`` moves new memory to the device."""
+
+    __slots__ = ()
+    KIND = "rocm.managed"
+
+
+class PinnedMemoryResource(PinnedResource):
+    """Page-locked host memory, ``hipHostMalloc`` (DLPack device ROCMHost)."""
+
+    __slots__ = ()
+    KIND = "rocm.pinned"
+
 
 __all__ = ["RocmMemoryResource", "RocmAsyncMemoryResource", "ManagedMemoryResource",
            "PinnedMemoryResource"]

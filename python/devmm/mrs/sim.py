@@ -1,4 +1,4 @@
-"""The simulated accelerator, devmm-sim: the GPU plugin's own source (plugins/gpu/gpu.c) built
+"""The simulated accelerator, devmm-sim: the GPU plugin's own source (plugins/gpu/) built
 over a runtime that runs on the CPU, so that device-memory and stream logic can be tested on a
 machine without a GPU. Never CUDA: its devices are ``sim:N`` (DLPack ``kDLExtDev``).
 
@@ -34,25 +34,46 @@ from __future__ import annotations
 import ctypes
 
 from .. import _lib
-from ._gpu import classes
+from ..config import plugins
+from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional
 
-_C = classes("sim", "Sim", {
-    "malloc": "simMalloc",
-    "free": "simFree",
-    "pool_malloc": "simMallocFromPoolAsync",
-    "free_async": "simFreeAsync",
-    "managed": "simMallocManaged",
-    "host": "simHostAlloc",
-    "host_device": "CPU",
-})
-SimMemoryResource = _C["SimMemoryResource"]
-SimAsyncMemoryResource = _C["SimAsyncMemoryResource"]
-ManagedMemoryResource = _C["ManagedMemoryResource"]
-PinnedMemoryResource = _C["PinnedMemoryResource"]
+
+class SimMemoryResource(DeviceResource):
+    """``simMalloc`` / ``simFree`` on one device (synchronous)."""
+
+    __slots__ = ()
+    KIND = "sim.device"
+
+
+class SimAsyncMemoryResource(AsyncResource):
+    """Stream-ordered ``simMallocFromPoolAsync`` / ``simFreeAsync`` on the device's default pool
+    (``pool="default"``) or a pool of its own (``pool="own"``, with ``max_pool_size`` and
+    ``release_threshold`` (bytes, "4GiB" or "50%"): freed memory the pool keeps; the default
+    pool is the whole process's, devmm leaves its settings alone); ``ipc=True`` with an own
+    pool: other processes can open its allocations (devmm.open_ipc; CUDA only)."""
+
+    __slots__ = ()
+    KIND = "sim.async"
+
+
+class ManagedMemoryResource(ManagedResource):
+    """``simMallocManaged``; ``advise`` = None | "read_mostly" | "preferred_location" |
+    "accessed_by" (for this device), ``prefetch=True`` moves new memory to the device."""
+
+    __slots__ = ()
+    KIND = "sim.managed"
+
+
+class PinnedMemoryResource(PinnedResource):
+    """Page-locked host memory, ``simHostAlloc`` (DLPack device CPU)."""
+
+    __slots__ = ()
+    KIND = "sim.pinned"
+
 
 _P = ctypes.c_void_p
 _KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -261,7 +282,6 @@ def runtime() -> Runtime:
     it names the plugin)."""
     if _RUNTIME:
         return _RUNTIME[0]
-    from .._info import plugins
     path = {p["name"]: p["path"] for p in plugins() if p["status"] == "loaded"}.get("sim")
     if path is None:
         SimMemoryResource(0)  # loads the plugin for this configuration

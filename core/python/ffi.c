@@ -1,0 +1,19 @@
+/* Entry points for foreign-function front ends (include/devmm/ffi.h): plain C, packed arguments.
+ * The CPython built-ins are in builtins.c; torch's allocator entry points in core/bridges/. */
+#include "python_internal.h"
+
+#include <stdio.h>
+
+devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device, const devmm_layout *layout,
+                                     int ndim, const int64_t *shape, uint32_t dtype,
+                                     devmm_stream stream) {
+  devmm_device d = {(int32_t)(device >> 32), (int32_t)(device & 0xffffffff)};
+  devmm_dtype t = {(uint8_t)(dtype & 0xff), (uint8_t)((dtype >> 8) & 0xff),
+                   (uint16_t)(dtype >> 16)};
+  devmm_tensor *out;
+  return devmm_tensor_empty(r, d, layout, ndim, shape, t, stream, &out) == DEVMM_OK ? out : NULL;
+}
+
+uint32_t devmm_ffi_dtype_pack(devmm_dtype t) {
+  return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16;
+}

@@ -1,0 +1,114 @@
+/* The per-device registry: a small table of (device, resource) under one mutex. On a miss it
+ * asks the hook the configuration installed (devmm__registry_set_miss_hook) to initialise
+ * devmm and to say why; it calls nothing else outside this file. */
+#include "resource_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define MAX_ENTRIES 256
+
+typedef struct {
+  devmm_device device;
+  devmm_resource *resource;
+} entry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry table[MAX_ENTRIES];
+static int nentries;
+
+static entry *find(devmm_device d) {
+  for (int i = 0; i < nentries; i++)
+    if (table[i].device.device_type == d.device_type && table[i].device.device_id == d.device_id)
+      return &table[i];
+  return NULL;
+}
+
+static int lookup(devmm_device device, devmm_resource **out) {
+  pthread_mutex_lock(&lock);
+  entry *e = find(device);
+  *out = e ? devmm_resource_retain(e->resource) : NULL;
+  pthread_mutex_unlock(&lock);
+  return *out != NULL;
+}
+
+static _Atomic(devmm__registry_miss_fn) miss_hook;
+
+void devmm__registry_set_miss_hook(devmm__registry_miss_fn fn) { atomic_store(&miss_hook, fn); }
+
+int devmm_get_current_resource(devmm_device device, devmm_resource **out) {
+  if (!out)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_get_current_resource: out is NULL");
+  if (lookup(device, out))
+    return DEVMM_OK;
+  char why[DEVMM__MSG_MAX] = "set one with devmm_set_current_resource()";
+  devmm__registry_miss_fn hook = atomic_load(&miss_hook);
+  if (hook && hook(device, why, sizeof why) && lookup(device, out))
+    return DEVMM_OK; /* initialised just now */
+  char name[32];
+  devmm_device_format(device, name, sizeof name);
+  return devmm_set_error(DEVMM_ENOENT, "no current resource for device %s: %s", name, why);
+}
+
+int devmm_set_current_resource(devmm_device device, devmm_resource *r, devmm_resource **previous) {
+  devmm_resource *old = NULL;
+  pthread_mutex_lock(&lock);
+  entry *e = find(device);
+  if (e) {
+    old = e->resource;
+    if (r) {
+      e->resource = devmm_resource_retain(r);
+    } else {
+      *e = table[--nentries];
+    }
+  } else if (r) {
+    if (nentries == MAX_ENTRIES) {
+      pthread_mutex_unlock(&lock);
+      return devmm_set_error(DEVMM_ENOMEM, "registry: more than %d devices", MAX_ENTRIES);
+    }
+    table[nentries].device = device;
+    table[nentries++].resource = devmm_resource_retain(r);
+  }
+  pthread_mutex_unlock(&lock);
+  if (previous)
+    *previous = old;
+  else
+    devmm_resource_release(old);
+  return DEVMM_OK;
+}
+
+void devmm_registry_clear(void) {
+  pthread_mutex_lock(&lock);
+  int n = nentries;
+  entry copy[MAX_ENTRIES];
+  for (int i = 0; i < n; i++)
+    copy[i] = table[i];
+  nentries = 0;
+  pthread_mutex_unlock(&lock);
+  for (int i = 0; i < n; i++)
+    devmm_resource_release(copy[i].resource);
+}
+
+int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm_resource *r,
+                            devmm__registry_mode mode) {
+  devmm_resource *drop = NULL;
+  pthread_mutex_lock(&lock);
+  entry *e = find(device);
+  if (mode == DEVMM__REGISTRY_CLEAR) {
+    if (e && e->resource == expected) {
+      drop = e->resource;
+      *e = table[--nentries];
+    }
+  } else if (e) {
+    if (mode == DEVMM__REGISTRY_REPLACE) {
+      drop = e->resource;
+      e->resource = devmm_resource_retain(r);
+    }
+  } else if (nentries < MAX_ENTRIES) {
+    table[nentries].device = device;
+    table[nentries++].resource = devmm_resource_retain(r);
+  }
+  pthread_mutex_unlock(&lock);
+  devmm_resource_release(drop);
+  return DEVMM_OK;
+}

@@ -1,0 +1,127 @@
+"""What devmm's layers share, in one small module below them all (ADR 36): C handles as Python
+objects (equality by handle, stream arguments, the Python class of each resource C hands back),
+the scoped overrides of the current resource, and the slots where devmm.ipc plugs in the
+process side of tensors and buffers. It imports only _lib.
+
+C says what a resource is (``devmm_adaptor_kind``: "statistics", ..., or NULL for a plain
+resource); :func:`typed` wraps a handle as the class registered for that kind. The classes
+register themselves where they are defined (:mod:`devmm.resource` the plain one,
+:mod:`devmm.adaptors` one per adaptor), so this module imports neither: ``devmm``'s
+``__init__`` imports devmm.resource, and sets :data:`loader` to import devmm.adaptors when the
+first adaptor comes back from C (start-up time).
+
+:data:`scoped` holds ``{device key: resource, None: the innermost resource}``
+(:func:`devmm.using_memory_resource`), per thread and per asyncio task, as a ContextVar is; a
+device key is ``(device_type, device_id)``. The registry, :func:`devmm.empty` (its hot path) and
+:mod:`devmm.profile` read it.
+
+devmm.ipc opens handles into new tensors, so it imports devmm.tensor, and a tensor's own
+``ipc_handle()`` and ``__reduce__`` cannot import devmm.ipc back: devmm.ipc calls :func:`plug`
+when it is imported (devmm's ``__init__`` imports it), and they call :data:`buffer_handle`,
+:data:`tensor_handle` and :data:`reduce`.
+
+>>> import devmm
+>>> KINDS[None].__name__, scoped.get(), tensor_handle.__module__
+('MemoryResource', {}, 'devmm.ipc')
+>>> type(devmm.LimitingAdaptor(devmm.get_current_device_resource(), 100)).__name__
+'LimitingAdaptor'
+>>> KINDS["limiting"].__name__      # registered by devmm.adaptors when it loaded
+'LimitingAdaptor'
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ctypes
+
+TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
+
+from . import _lib
+
+_size_t = ctypes.c_size_t
+
+# ----------------------------------------------------------------------------- handles
+
+KINDS: dict = {}
+"""The Python class of each kind C reports (None: a resource that is no adaptor)."""
+
+
+def register(kind: Optional[str], cls: type) -> type:
+    """Makes cls the class that :func:`typed` gives a resource of kind; returns cls."""
+    KINDS[kind] = cls
+    return cls
+
+
+def _nothing_to_load() -> object:
+    return None
+
+
+loader: Callable[[], object] = _nothing_to_load
+"""Imports the modules that register the other kinds: devmm's ``__init__`` sets it, so that
+devmm.adaptors loads with the first adaptor C hands back, not at ``import devmm``."""
+
+
+def typed(handle: int) -> Any:
+    """Wraps a reference the caller owns as the Python class of what C says it is: an adaptor
+    as its adaptor class (StatisticsAdaptor, ...), anything else as a MemoryResource."""
+    kind = _lib.adaptor_kind(handle)
+    key = None if kind is None else kind.decode()
+    cls = KINDS.get(key)
+    if cls is None:
+        loader()
+        cls = KINDS[key]
+    return cls._from_new(handle)
+
+
+def stream_arg(stream: Optional[int]) -> Optional[int]:
+    """A stream handle for C: None, or an int address (ctypes would wrap anything else)."""
+    return None if stream is None else _lib.cint(stream, _size_t, "stream")
+
+
+class SameHandle:
+    """Wrappers of one C object compare equal and hash alike: each call that returns a
+    resource or a buffer makes a new wrapper (two live C objects never share an address)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SameHandle):
+            return NotImplemented
+        return self._h == other._h  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._h)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- scoped overrides
+
+scoped: contextvars.ContextVar[dict] = contextvars.ContextVar("devmm_scoped", default={})
+
+
+def device_key(d: object) -> tuple[int, int]:
+    """(device_type, device_id) of a C Device (``_lib.Device``)."""
+    return (d.device_type, d.device_id)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- the process side
+
+
+def _unplugged(obj: object) -> Any:
+    raise RuntimeError("devmm.ipc is not imported: import devmm (its __init__ imports it)")
+
+
+buffer_handle: Callable[[Any], bytes] = _unplugged
+"""devmm.ipc.buffer_handle: the handle of a buffer's memory."""
+tensor_handle: Callable[[Any], bytes] = _unplugged
+"""devmm.ipc.tensor_handle: the handle of a tensor (its buffer's and its layout)."""
+reduce: Callable[[Any], tuple] = _unplugged
+"""devmm.ipc's pickling by value (plain pickle, copy.deepcopy)."""
+
+
+def plug(buffer: Callable[[Any], bytes], tensor: Callable[[Any], bytes],
+         by_value: Callable[[Any], tuple]) -> None:
+    """Called once by devmm.ipc at import."""
+    global buffer_handle, tensor_handle, reduce
+    buffer_handle, tensor_handle, reduce = buffer, tensor, by_value

@@ -1,0 +1,161 @@
+/* Suite sim_gpu: the GPU plugin's source (plugins/gpu) run over the simulator: devices, the NULL
+ * stream, failed calls and their messages, pools, events, pinned memory, options.
+ * Environment (set by Meson): DEVMM_PLUGIN_PATH (the plugins' build directory). */
+#include <check.h>
+#include <sys/sysinfo.h>
+
+#include "sim_env.h"
+
+/* The event must be made on the buffer's device: recording it on that device's stream from a
+ * thread whose current device is another one failed (cudaErrorInvalidResourceHandle). */
+START_TEST(stream_wait_on_another_device) {
+  sim_init(300, 7);
+  devmm_resource *r1 = kind("sim.async", 1), *r0 = kind("sim.device", 0);
+  void *s1 = stream(1), *s0 = stream(0), *p;
+  sim.set_device(0); /* the calling thread works on sim:0; the buffer lives on sim:1 */
+  ck_assert_int_eq(devmm_allocate(r1, 4096, 0, s1, &p), DEVMM_OK);
+  for (int i = 0; i < 10; i++) {
+    unsigned char host[4096];
+    sim.fill(s1, p, i + 1, 4096);
+    ck_assert_msg(devmm_stream_wait(r1, s0, s1) == DEVMM_OK, "%s", devmm_last_error());
+    /* sim:0's stream copies the bytes out (a peer copy), after the fill */
+    ck_assert_int_eq(devmm_copy(r0, host, p, 4096, s0), DEVMM_OK);
+    ck_assert_int_eq(sim.stream_synchronize(s0), DEVMM_OK);
+    ck_assert_int_eq(host[0], i + 1);
+    ck_assert_int_eq(host[4095], i + 1);
+  }
+  ck_assert_int_eq(devmm_deallocate(r1, p, 4096, 0, s1), DEVMM_OK);
+  sim.stream_destroy(s0);
+  sim.stream_destroy(s1);
+  devmm_resource_release(r0);
+  devmm_resource_release(r1);
+}
+END_TEST
+
+/* Copies, memsets and synchronisation on the NULL stream mean the resource's device, whatever
+ * the calling thread's current device is. */
+START_TEST(null_stream_ops_use_the_resources_device) {
+  sim_init(500, 8);
+  devmm_resource *r1 = kind("sim.device", 1);
+  void *p;
+  sim.set_device(0);
+  ck_assert_int_eq(devmm_allocate(r1, 1 << 16, 0, NULL, &p), DEVMM_OK);
+  ck_assert_msg(devmm_memset(r1, p, 0x22, 1 << 16, NULL) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_synchronize(r1, NULL), DEVMM_OK);
+  const unsigned char *v = sim.view(p, 1 << 16);
+  for (int i = 0; i < 1 << 16; i++)
+    ck_assert_int_eq(v[i], 0x22);
+  unsigned char host[64];
+  ck_assert_int_eq(devmm_copy(r1, host, p, sizeof host, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_synchronize(r1, NULL), DEVMM_OK);
+  ck_assert_int_eq(host[0], 0x22);
+  ck_assert_int_eq(host[63], 0x22);
+  ck_assert_int_eq(devmm_deallocate(r1, p, 1 << 16, 0, NULL), DEVMM_OK);
+  devmm_resource_release(r1);
+}
+END_TEST
+
+START_TEST(failed_set_device_is_an_error) {
+  sim_init(0, 9);
+  devmm_resource *r1 = kind("sim.device", 1);
+  sim.set_device(0);
+  ck_assert_int_eq(sim.inject("SetDevice", 0, 101), DEVMM_OK);
+  void *p = (void *)1;
+  ck_assert_int_eq(devmm_allocate(r1, 256, 0, NULL, &p), DEVMM_EDEVICE);
+  ck_assert_error_contains("sim.device on sim:1: simSetDevice(1) failed: invalid device ordinal");
+  ck_assert_ptr_null(p);
+  devmm_resource_release(r1);
+}
+END_TEST
+
+START_TEST(messages_name_the_failed_call) {
+  sim_init(0, 10);
+  devmm_resource *r = kind("sim.async", 0), *pin = kind("sim.pinned", 0);
+  void *p, *h, *s = stream(0);
+  ck_assert_int_eq(devmm_allocate(r, 512, 0, NULL, &p), DEVMM_OK);
+  sim.inject("FreeAsync", 0, 999);
+  ck_assert_int_eq(devmm_deallocate(r, p, 512, 0, NULL), DEVMM_EDEVICE);
+  ck_assert_error_contains("sim.async on sim:0: simFreeAsync(512) failed");
+  ck_assert_int_eq(devmm_deallocate(r, p, 512, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(pin, 512, 0, NULL, &h), DEVMM_OK);
+  sim.inject("FreeHost", 0, 999);
+  ck_assert_int_eq(devmm_deallocate(pin, h, 512, 0, NULL), DEVMM_EDEVICE);
+  ck_assert_error_contains("simFreeHost(512) failed");
+  ck_assert_int_eq(devmm_deallocate(pin, h, 512, 0, NULL), DEVMM_OK);
+  sim.inject("EventRecord", 0, 999);
+  ck_assert_int_eq(devmm_stream_wait(r, s, NULL), DEVMM_EDEVICE);
+  ck_assert_error_contains("simEventRecord(0) failed");
+  sim.stream_destroy(s);
+  devmm_resource_release(r);
+  devmm_resource_release(pin);
+}
+END_TEST
+
+START_TEST(release_threshold_only_on_an_own_pool) {
+  sim_init(0, 11);
+  uint64_t before, after;
+  ck_assert_int_eq(sim.default_pool_threshold(0, &before), DEVMM_OK);
+  devmm_option o[] = {{"release_threshold", "1MiB", 0}, {"pool", "own", 0}};
+  devmm_resource *r = NULL;
+  ck_assert_int_eq(devmm_resource_create_kind("sim.async", 0, o, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("sim.async: release_threshold needs pool = own: the device's default "
+                           "pool is shared by the whole process");
+  ck_assert_int_eq(sim.default_pool_threshold(0, &after), DEVMM_OK);
+  ck_assert_int_eq(after, before); /* the process-wide pool is untouched */
+  ck_assert_msg(devmm_resource_create_kind("sim.async", 0, o, 2, &r) == DEVMM_OK, "%s",
+                devmm_last_error());
+  ck_assert_str_eq(devmm_resource_name(r), "sim.async(own pool)");
+  ck_assert_int_eq(sim.default_pool_threshold(0, &after), DEVMM_OK);
+  ck_assert_int_eq(after, before);
+  devmm_resource_release(r);
+}
+END_TEST
+
+START_TEST(one_event_per_resource) {
+  sim_init(0, 12);
+  devmm_resource *r = kind("sim.async", 0);
+  void *s = stream(0), *t = stream(0);
+  uint64_t before = stats().events_created;
+  for (int i = 0; i < 10; i++)
+    ck_assert_int_eq(devmm_stream_wait(r, s, t), DEVMM_OK);
+  ck_assert_int_eq(stats().events_created - before, 1);
+  devmm_resource_release(r);
+  ck_assert_int_eq(stats().events_live, 0); /* destroyed with the resource */
+  sim.stream_destroy(s);
+  sim.stream_destroy(t);
+}
+END_TEST
+
+START_TEST(pinned_mem_info_is_host_memory) {
+  sim_init(0, 13);
+  devmm_resource *pin = kind("sim.pinned", 0);
+  size_t f, t;
+  ck_assert_int_eq(devmm_mem_info(pin, &f, &t), DEVMM_OK);
+  struct sysinfo si;
+  sysinfo(&si);
+  ck_assert_uint_eq(t, (size_t)si.totalram * si.mem_unit);
+  devmm_resource_release(pin);
+}
+END_TEST
+
+START_TEST(options_are_checked_before_the_device) {
+  sim_init(0, 14);
+  devmm_option o[] = {{"pool", "shared", 0}};
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("sim.async", 7, o, 1, &r), DEVMM_EINVAL);
+  ck_assert_error_contains("sim.async: pool = shared: expected default or own");
+}
+END_TEST
+
+Suite *sim_gpu_suite(void) {
+  const TTest *const tests[] = {stream_wait_on_another_device,
+                                null_stream_ops_use_the_resources_device,
+                                failed_set_device_is_an_error,
+                                messages_name_the_failed_call,
+                                release_threshold_only_on_an_own_pool,
+                                one_event_per_resource,
+                                pinned_mem_info_is_host_memory,
+                                options_are_checked_before_the_device,
+                                NULL};
+  return suite_of("sim_gpu", tests);
+}
