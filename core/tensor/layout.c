@@ -121,14 +121,14 @@ int devmm_layout_compute(const devmm_layout *layout, int ndim, const int64_t *sh
                                  "expected strides >= 0",
                                  i, (long long)s);
         strides_out[i] = s;
-        if (shape[i] > 0 &&
-            (__builtin_mul_overflow(shape[i] - 1, s, &t) || __builtin_add_overflow(last, t, &last)))
+        if (shape[i] > 0 && (__builtin_mul_overflow(shape[i] - 1, s, &t) ||
+                             __builtin_add_overflow(last, t, &last) || last == INT64_MAX))
           return devmm_set_error(DEVMM_EOVERFLOW,
                                  "layout: stride[%d] = %lld overflows the "
                                  "span",
                                  i, (long long)s);
       }
-      outer = last + 1;
+      outer = last + 1; /* last < INT64_MAX: checked above (suite layout: layout_bad_input) */
     }
     goto span;
   default:

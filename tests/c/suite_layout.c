@@ -183,6 +183,12 @@ START_TEST(layout_bad_input) {
   s = devmm_layout_strided(2, sbig);
   ck_assert_int_eq(devmm_layout_compute(&s, 2, ok, 4, st, &r), DEVMM_EOVERFLOW);
   ck_assert_error_contains("stride[0]");
+  /* the last element at offset INT64_MAX: its span (one more) does not fit (make fuzz found this
+   * as a signed overflow, docs/reliability.md) */
+  int64_t two[1] = {2}, smax[1] = {INT64_MAX};
+  s = devmm_layout_strided(1, smax);
+  ck_assert_int_eq(devmm_layout_compute(&s, 1, two, 1, st, &r), DEVMM_EOVERFLOW);
+  ck_assert_error_contains("stride[0] = 9223372036854775807 overflows the span");
   ck_assert_int_eq(devmm_layout_compute(&rm, 33, ok, 4, st, &r), DEVMM_EINVAL);
   ck_assert_error_contains("ndim 33 out of range");
   ck_assert_int_eq(devmm_layout_compute(&rm, 2, ok, 0, st, &r), DEVMM_EINVAL);
