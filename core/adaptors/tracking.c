@@ -25,7 +25,117 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ ops */
+/* ------------------------------------------------------------------ the index: treaps and node
+ * slabs (in this file, with the ops that use them on every allocation: the compiler inlines them)
+ */
+
+/* ------------------------------------------------------------------ treap */
+
+static node *merge(node *a, node *b) {
+  if (!a)
+    return b;
+  if (!b)
+    return a;
+  if (a->prio > b->prio) {
+    a->r = merge(a->r, b);
+    return a;
+  }
+  b->l = merge(a, b->l);
+  return b;
+}
+
+/* Splits t into keys < k (*a) and keys >= k (*b). */
+static void split(node *t, uintptr_t k, node **a, node **b) {
+  if (!t) {
+    *a = *b = NULL;
+  } else if (t->ptr < k) {
+    split(t->r, k, &t->r, b);
+    *a = t;
+  } else {
+    split(t->l, k, a, &t->l);
+    *b = t;
+  }
+}
+
+/* Inserts n (l, r and prio unset except prio): descends while the nodes outrank n, then splits
+ * the subtree there, so only the nodes below n's place are written (expected O(1) of them),
+ * not the whole path as a split at the root would. */
+static void insert(node **t, node *n) {
+  while (*t && (*t)->prio > n->prio)
+    t = n->ptr < (*t)->ptr ? &(*t)->l : &(*t)->r;
+  split(*t, n->ptr, &n->l, &n->r);
+  *t = n;
+}
+
+static node *erase(node **t, uintptr_t k) {
+  while (*t && (*t)->ptr != k)
+    t = k < (*t)->ptr ? &(*t)->l : &(*t)->r;
+  node *found = *t;
+  if (found)
+    *t = merge(found->l, found->r);
+  return found;
+}
+
+node *devmm__tr_floor(node *t, uintptr_t k) {
+  node *best = NULL;
+  while (t) {
+    if (t->ptr <= k) {
+      best = t;
+      t = t->r;
+    } else {
+      t = t->l;
+    }
+  }
+  return best;
+}
+
+/* The first node with a key > k, or NULL. */
+node *devmm__tr_successor(node *t, uintptr_t k) {
+  node *best = NULL;
+  while (t) {
+    if (t->ptr > k) {
+      best = t;
+      t = t->l;
+    } else {
+      t = t->r;
+    }
+  }
+  return best;
+}
+
+node *devmm__tr_first(node *t) {
+  if (t)
+    while (t->l)
+      t = t->l;
+  return t;
+}
+
+/* ------------------------------------------------------------------ node slabs */
+
+static node *node_get(shard *s, size_t node_size) {
+  if (!s->free_list) {
+    char *slab = malloc(SLAB_BYTES);
+    if (!slab)
+      return NULL;
+    *(void **)slab = s->slabs;
+    s->slabs = slab;
+    size_t off0 = (sizeof(void *) + 15) & ~(size_t)15;
+    for (size_t off = off0; off + node_size <= SLAB_BYTES; off += node_size) {
+      *(void **)(slab + off) = s->free_list;
+      s->free_list = slab + off;
+    }
+  }
+  node *n = s->free_list;
+  s->free_list = *(void **)n;
+  return n;
+}
+
+static void node_put(const tracking *tr, shard *s, node *n) {
+  if (tr->ext)
+    free(((node_ext *)n)->bt);
+  *(void **)n = s->free_list;
+  s->free_list = n;
+}
 
 /* ------------------------------------------------------------------ devmm's own frames */
 
@@ -119,7 +229,7 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
   uintptr_t p = (uintptr_t)*out;
   shard *s = shard_of(tr, p);
   devmm__spin_lock(&s->lock);
-  node *n = devmm__tr_node_get(s, tr->node_size);
+  node *n = node_get(s, tr->node_size);
   if (DEVMM__UNLIKELY(!n)) {
     devmm__spin_unlock(&s->lock);
     free(bt);
@@ -145,7 +255,7 @@ static int tr_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
     if (tr->ring_cap)
       record(tr, DEVMM_LOG_ALLOCATE, n, t_ns, x->tid);
   }
-  devmm__tr_insert(&s->root, n);
+  insert(&s->root, n);
   s->count++;
   s->bytes += bytes;
   devmm__spin_unlock(&s->lock);
@@ -158,7 +268,7 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
   uint64_t t_ns = tr->ring_cap ? devmm__now_ns() : 0;
   shard *s = shard_of(tr, (uintptr_t)ptr);
   devmm__spin_lock(&s->lock);
-  node *n = devmm__tr_erase(&s->root, (uintptr_t)ptr);
+  node *n = erase(&s->root, (uintptr_t)ptr);
   if (DEVMM__UNLIKELY(!n)) {
     devmm__spin_unlock(&s->lock);
     return devmm_set_error(DEVMM_EINVAL,
@@ -169,7 +279,7 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
   }
   if (DEVMM__UNLIKELY(n->bytes != bytes)) {
     size_t was = n->bytes;
-    devmm__tr_insert(&s->root, n);
+    insert(&s->root, n);
     devmm__spin_unlock(&s->lock);
     return devmm_set_error(DEVMM_EINVAL,
                            "tracking adaptor '%s': %p was allocated with %zu "
@@ -180,7 +290,7 @@ static int tr_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t a
     record(tr, DEVMM_LOG_FREE, n, t_ns, devmm__thread_id());
   s->count--;
   s->bytes -= n->bytes;
-  devmm__tr_node_put(tr, s, n);
+  node_put(tr, s, n);
   devmm__spin_unlock(&s->lock);
   devmm_resource *up = self->upstream;
   return up->ops.deallocate(up, ptr, bytes, align, stream);

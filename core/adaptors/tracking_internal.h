@@ -1,6 +1,6 @@
-/* The tracking adaptor's internals, shared by its three files:
- *   tracking_index.c  the striped, address-ordered index: treaps and node slabs
- *   tracking.c        the adaptor's ops, backtraces, the history ring, creation
+/* The tracking adaptor's internals, shared by its two files:
+ *   tracking.c        the striped, address-ordered index (treaps and node slabs), the adaptor's
+ *                     ops, backtraces, the history ring, creation
  *   tracking_query.c  lookups, totals, walks, reports, its part of out-of-memory reports
  * How the index works is said at the head of tracking.c. */
 #ifndef DEVMM_TRACKING_INTERNAL_H
@@ -76,16 +76,12 @@ static inline void unlock_all(tracking *tr) {
     devmm__spin_unlock(&tr->shards[i].lock);
 }
 
-/* tracking_index.c: the treap of one stripe (keys: start addresses; priorities: a shard's
- * seed) and its node slabs. */
-void devmm__tr_insert(node **t, node *n);
-node *devmm__tr_erase(node **t, uintptr_t k);
-/* The last node starting at or below k; the first starting above k; the lowest. */
+/* tracking.c: in the treap of one stripe (keys: start addresses), the last node starting at or
+ * below k; the first starting above k; the lowest. (Inserting, erasing and the node slabs stay
+ * static there, inlined into the allocation path.) */
 node *devmm__tr_floor(node *t, uintptr_t k);
 node *devmm__tr_successor(node *t, uintptr_t k);
 node *devmm__tr_first(node *t);
-node *devmm__tr_node_get(shard *s, size_t node_size);
-void devmm__tr_node_put(const tracking *tr, shard *s, node *n);
 
 /* tracking.c: the adaptor's ops table (what devmm__check_kind compares). */
 extern const devmm_resource_ops devmm__tracking_ops;
