@@ -1,8 +1,8 @@
-// The RMM bridge's bookkeeping for rmm.current (plugins/rmm-bridge/owners.hpp), checked with a
+// The RMM bridge's bookkeeping for rmm.current (plugins/rmm/owners.hpp), checked with a
 // stand-in resource type: RMM itself needs a GPU to allocate. Each free must reach the
 // resource that allocated, even after RAPIDS installed another one (rmm.reinitialize()), and
 // that resource must stay alive until its last allocation is freed.
-#include "../../plugins/rmm-bridge/owners.hpp"
+#include "../../plugins/rmm/owners.hpp"
 #include "expect.hpp"
 
 #include <cstdio>

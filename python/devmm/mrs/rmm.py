@@ -2,7 +2,7 @@
 
 - RMM's own C++ resources, by name: the devmm-rmm plugin's kinds ``rmm.current`` (RMM's current
   resource of the device at each allocation: devmm and RAPIDS share one pool), ``rmm.pool`` and
-  ``rmm.arena`` (plugins/rmm-bridge, C++, no Python on the allocation path). From Python:
+  ``rmm.arena`` (plugins/rmm, C++, no Python on the allocation path). From Python:
   ``devmm.mrs.create_resource("rmm.pool", 0, upstream="async")``; from C and devmm.ini: the
   kind's name.
 - A Python RMM resource *object* (one a program built, or RMM's ``CallbackMemoryResource``):

@@ -1,4 +1,4 @@
-// Which resource served each allocation of rmm.current (plugins/rmm-bridge/rmm_bridge.cpp),
+// Which resource served each allocation of rmm.current (plugins/rmm/rmm.cpp),
 // so that a free reaches that resource even after RAPIDS installed another one
 // (rmm.reinitialize()): a free must never go to a resource that did not allocate. Each
 // allocation keeps a shared handle to its resource alive. Independent of RMM and CUDA (the
