@@ -95,6 +95,9 @@ int devmm_format_size(double bytes, int decimals, char *buf, size_t cap) {
     return devmm_set_error(DEVMM_EINVAL, "devmm_format_size: %s",
                            !buf ? "buf is NULL" : "cap is 0");
   buf[0] = '\0';
+  if (!(bytes >= 0) || !isfinite(bytes)) /* NaN fails the first test */
+    return devmm_set_error(DEVMM_EINVAL, "devmm_format_size: %g bytes: expected a finite size >= 0",
+                           bytes);
   if (decimals < 0 || decimals > 6)
     return devmm_set_error(DEVMM_EINVAL, "devmm_format_size: decimals %d: expected 0..6", decimals);
   int i = 0;

@@ -15,7 +15,8 @@ extern "C" {
 /* Parses a size ("4GiB", "1.5 MB", "1000", "90%" of total_bytes; total 0 refuses %). */
 DEVMM_API int devmm_parse_size(const char *text, size_t total_bytes, size_t *out);
 /* Writes bytes in binary units ("512 B", then KiB .. PiB with `decimals` digits, 0..6) into buf;
- * DEVMM_EINVAL if buf is NULL, cap too small (32 always suffices) or decimals out of range. */
+ * DEVMM_EINVAL if buf is NULL, cap too small (32 always suffices), decimals out of range or
+ * bytes negative or not finite (buf is then ""). */
 DEVMM_API int devmm_format_size(double bytes, int decimals, char *buf, size_t cap);
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
  * fault plugins' build directory), DEVMM_PLUGIN_PATH (the real plugins' build directory). */
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,6 +485,12 @@ START_TEST(format_sizes) {
   ck_assert_error_contains("buf is NULL");
   ck_assert_int_eq(devmm_format_size(1, 7, small, sizeof small), DEVMM_EINVAL);
   ck_assert_error_contains("decimals 7: expected 0..6");
+  char buf[32] = "x";
+  ck_assert_int_eq(devmm_format_size(-1, 2, buf, sizeof buf), DEVMM_EINVAL);
+  ck_assert_error_contains("-1 bytes: expected a finite size >= 0");
+  ck_assert_str_eq(buf, "");
+  ck_assert_int_eq(devmm_format_size(NAN, 2, buf, sizeof buf), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_format_size(INFINITY, 2, buf, sizeof buf), DEVMM_EINVAL);
 }
 END_TEST
 
