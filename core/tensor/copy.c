@@ -13,10 +13,13 @@ static int runtime_of(int32_t type) {
   case DEVMM_DEVICE_CPU:
   case DEVMM_DEVICE_CUDA_HOST:
   case DEVMM_DEVICE_ROCM_HOST:
+  case DEVMM_DEVICE_SIM_HOST:
     return 0;
   case DEVMM_DEVICE_CUDA:
   case DEVMM_DEVICE_CUDA_MANAGED:
     return DEVMM_DEVICE_CUDA;
+  case DEVMM_DEVICE_SIM_MANAGED:
+    return DEVMM_DEVICE_SIM;
   default:
     return type;
   }

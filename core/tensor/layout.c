@@ -24,6 +24,22 @@ devmm_layout devmm_layout_aligned(devmm_layout_kind inner, size_t unit_stride_al
 
 static int is_pow2(size_t x) { return x && !(x & (x - 1)); }
 
+int devmm__count_elements(const char *who, int ndim, const int64_t *shape, size_t itemsize,
+                          uint64_t *count) {
+  int64_t n = 1, bytes;
+  for (int i = 0; i < ndim; i++)
+    if (__builtin_mul_overflow(n, shape[i], &n))
+      return devmm_set_error(DEVMM_EOVERFLOW,
+                             "%s: the number of elements overflows int64 at shape[%d] = %lld", who,
+                             i, (long long)shape[i]);
+  if (__builtin_mul_overflow(n, (int64_t)itemsize, &bytes))
+    return devmm_set_error(DEVMM_EOVERFLOW,
+                           "%s: %lld elements of %zu bytes: their size in bytes overflows int64",
+                           who, (long long)n, itemsize);
+  *count = (uint64_t)n;
+  return DEVMM_OK;
+}
+
 /* Contiguous strides in the order given by `order` (indices from fastest to slowest), with the
  * unit-stride extent padded to `pad` elements (0: no padding). Zero extents count as 1 so the
  * strides stay meaningful, as numpy does. */

@@ -14,6 +14,11 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim, const in
   *out = NULL;
   if (!buf)
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_create: buffer is NULL");
+  if (devmm_buffer_is_freed(buf)) /* a view of it would be freed from the start */
+    return devmm_set_error(DEVMM_ESTATE,
+                           "tensor: buffer of %zu bytes was freed: expected a live buffer to "
+                           "view",
+                           buf->nbytes);
   if (ndim < 0 || ndim > DEVMM_MAX_NDIM)
     return devmm_set_error(DEVMM_EINVAL, "tensor: ndim %d out of range: expected 0..%d", ndim,
                            DEVMM_MAX_NDIM);
@@ -27,13 +32,18 @@ int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim, const in
                            dtype.code, dtype.bits, dtype.lanes);
   /* The last byte touched must lie inside the buffer. */
   int empty = 0;
-  uint64_t last = 0, t;
-  for (int i = 0; i < ndim; i++) {
+  uint64_t last = 0, t, count;
+  for (int i = 0; i < ndim; i++)
     if (shape[i] < 0 || strides[i] < 0)
       return devmm_set_error(DEVMM_EINVAL,
                              "tensor: shape[%d] = %lld and strides[%d] = %lld "
                              "must be >= 0",
                              i, (long long)shape[i], i, (long long)strides[i]);
+  /* a stride-0 view may name more elements than memory has: never more than int64 counts */
+  int rc = devmm__count_elements("tensor", ndim, shape, itemsize, &count);
+  if (rc)
+    return rc;
+  for (int i = 0; i < ndim; i++) {
     if (shape[i] == 0)
       empty = 1;
     else if (__builtin_mul_overflow((uint64_t)(shape[i] - 1), (uint64_t)strides[i], &t) ||
@@ -120,6 +130,7 @@ size_t devmm_tensor_default_alignment(devmm_device device) {
   case DEVMM_DEVICE_ROCM:
   case DEVMM_DEVICE_CUDA_MANAGED:
   case DEVMM_DEVICE_SIM: /* the simulator stands in for a GPU: the same alignment */
+  case DEVMM_DEVICE_SIM_MANAGED:
     return 256;
   default:
     return 64;
@@ -150,7 +161,7 @@ int devmm_tensor_readonly(const devmm_tensor *t) { return t ? t->readonly : 0; }
 size_t devmm_tensor_size(const devmm_tensor *t) {
   if (!t)
     return 0;
-  size_t n = 1;
+  size_t n = 1; /* cannot wrap: devmm_tensor_create checked the count (devmm__count_elements) */
   for (int i = 0; i < t->ndim; i++)
     n *= (size_t)t->dims[i];
   return n;

@@ -17,6 +17,8 @@ struct devmm_buffer {
   devmm_resource *resource;
   devmm_stream stream;
   atomic_int foreign; /* handed to a consumer stream other than `stream` */
+  uint64_t thread;    /* stream DEVMM_STREAM_PER_THREAD: the allocating thread's id (ADR 38) */
+  unsigned forks;     /* the process's fork count when allocated: another is the parent's */
 };
 
 /* tensor.c: a tensor over a buffer. */
@@ -29,6 +31,12 @@ struct devmm_tensor {
   int64_t dims[]; /* shape[ndim] then strides[ndim] */
 };
 
+/* layout.c: the elements of a shape (ndim extents, each >= 0), with no wrap (ADR 40): DEVMM_OK
+ * with *count, or DEVMM_EOVERFLOW with the message (prefixed with who) when the count or its
+ * bytes (count * itemsize) exceed int64, as a stride-0 view of 2^32 x 2^32 elements would. */
+int devmm__count_elements(const char *who, int ndim, const int64_t *shape, size_t itemsize,
+                          uint64_t *count);
+
 /* A buffer of span bytes from r for a new tensor (or a devmm.Buffer, ADR 24), aligned to the
  * larger of alignment and devmm_tensor_default_alignment(r's device); to alignment alone when r
  * refuses the default with DEVMM_ENOTSUP (ADR 13) or alignment is no power of two. */
@@ -37,6 +45,10 @@ int devmm__tensor_buffer(devmm_resource *r, size_t span, size_t alignment, devmm
 /* A buffer owning ptr (nbytes long), which goes back to r (retained) with devmm_deallocate when
  * its last hold goes (ipc: an opened mapping). */
 int devmm__buffer_wrap(devmm_resource *r, void *ptr, size_t nbytes, devmm_buffer **out);
+/* buffer.c: frees ptr (from r) on the deferred-free thread once r's whole device is idle, and
+ * never while a graph capture is underway (ADR 38); 0 if it cannot be queued (then the caller
+ * frees). For frees whose consumers' streams are unknown (the torch bridge's, ADR 38). */
+int devmm__defer_free(devmm_resource *r, void *ptr, size_t nbytes, size_t alignment);
 /* The memory of a buffer the caller holds (devmm_buffer_acquire), whether or not its owner freed
  * it since: devmm_buffer_ptr answers NULL once the owner let go. */
 void *devmm__buffer_held_ptr(const devmm_buffer *b);

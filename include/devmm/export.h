@@ -30,6 +30,13 @@ enum {
   DEVMM_DEVICE_ROCM_HOST = 11,
   DEVMM_DEVICE_SIM = 12, /* DLPack's kDLExtDev: devmm's simulated accelerator (devmm-sim) */
   DEVMM_DEVICE_CUDA_MANAGED = 13,
+  /* devmm's own codes, never DLPack's (its registry has none for these): the simulator's pinned
+   * and managed memory, kept apart from CPU and sim memory as kDLCUDAHost and kDLCUDAManaged
+   * are from CUDA's, so that code keyed on those kinds runs on the simulator. A consumer sees
+   * them as they are (a device type it does not know), pinned memory asked for as (kDLCPU, 0)
+   * as CPU memory: never as CUDA (ADR 37). */
+  DEVMM_DEVICE_SIM_HOST = 1012,
+  DEVMM_DEVICE_SIM_MANAGED = 1013,
 };
 
 /* An opaque stream handle (cudaStream_t / hipStream_t); NULL is the default stream. */

@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define DEVMM_PLUGIN_ABI_MAJOR 1
-#define DEVMM_PLUGIN_ABI_MINOR 0
+#define DEVMM_PLUGIN_ABI_MINOR 1 /* 1.1: devmm_resource_ops.prefetch */
 #define DEVMM_PLUGIN_ENTRY_SYMBOL "devmm_plugin_entry"
 #define DEVMM_PLUGIN_EXPORT __attribute__((visibility("default")))
 
@@ -143,6 +143,12 @@ typedef struct devmm_plugin {
    * that section's options (only keys from `options`; none when the section is absent). A bad
    * value returns DEVMM_EINVAL with a message: the load fails with it. */
   int (*configure)(const devmm_option *options, size_t noptions);
+  /* Optional (read when struct_size covers it; 0: not set): the device type of every device the
+   * plugin enumerates, set by a plugin whose device_count initialises a runtime (a GPU's). devmm
+   * then never counts them at load or devmm_init: only at the first use of a device of that
+   * type, or when asked about every device (devmm_plugin_get, devmm_device_count, devmm-info),
+   * so that a process that uses only the CPU never initialises that runtime (ADR 38). */
+  int32_t lazy_device_type;
 } devmm_plugin;
 
 typedef const devmm_plugin *(*devmm_plugin_entry_fn)(uint32_t host_abi_major,

@@ -54,10 +54,18 @@ typedef struct devmm_resource_ops {
   /* Optional: sharing memory with other processes (ipc.h, ADR 30); read only when struct_size
    * covers it, and its own fields only as far as the group's struct_size. */
   const struct devmm_resource_ipc_ops *ipc;
+  /* Optional (ABI 1.1, read when struct_size covers it): migrate [ptr, ptr + bytes) of memory
+   * this resource returned to its device, ordered on stream (managed and system memory:
+   * cudaMemPrefetchAsync). The prefetch adaptor and devmm_prefetch call it. */
+  int (*prefetch)(devmm_resource *self, const void *ptr, size_t bytes, devmm_stream stream);
 } devmm_resource_ops;
 
 /* For synchronize: every stream of the resource's device (cudaDeviceSynchronize). */
 #define DEVMM_STREAM_ALL ((devmm_stream)(intptr_t)-2)
+/* The calling thread's per-thread default stream (cudaStreamPerThread, hipStreamPerThread, the
+ * simulator's handle 2): a different stream on each thread. A buffer allocated on it is freed
+ * and exported in its allocating thread's order, from any thread (ADR 38). */
+#define DEVMM_STREAM_PER_THREAD ((devmm_stream)(intptr_t)2)
 
 /* Resource flags. */
 enum {
@@ -119,6 +127,10 @@ DEVMM_API int devmm_stream_wait(devmm_resource *r, devmm_stream waiter, devmm_st
 /* Waits on the host for work on stream (DEVMM_STREAM_ALL: the whole device); without the op,
  * the same answers as devmm_stream_wait. */
 DEVMM_API int devmm_synchronize(devmm_resource *r, devmm_stream stream);
+/* Prefetches [ptr, ptr + bytes) to r's device, ordered on stream, through the prefetch op of r
+ * or of the nearest layer below it that has one (adaptors keep their upstream's addresses);
+ * DEVMM_ENOTSUP, saying so, where no layer has one (memory that does not move). */
+DEVMM_API int devmm_prefetch(devmm_resource *r, const void *ptr, size_t bytes, devmm_stream stream);
 
 /* A resource whose allocate/free are plain function pointers with a user pointer: how a
  * front end (Python's CallbackMemoryResource) defines a resource in its own language. alloc

@@ -53,14 +53,17 @@ DEVMM_API void devmm_buffer_unacquire(devmm_buffer *b);
 /* Hands the buffer to work on stream `consumer`: that work waits for the buffer's stream
  * (stream_wait), and the buffer's free is then deferred until the whole device is done
  * (consumer's work may be queued when it lets go). DEVMM_STREAM_ALL: a consumer on unknown
- * streams (DLPack's -1), nothing waits. */
+ * streams (DLPack's -1), nothing waits. A buffer on another thread's DEVMM_STREAM_PER_THREAD:
+ * the caller waits for the whole device first (ADR 38). */
 DEVMM_API int devmm_buffer_stream_wait(devmm_buffer *b, devmm_stream consumer);
 /* Frees that must come after consumers' streams (memory handed to other streams, or released
  * by its last consumer after the owner) are done by a background thread once the device is
- * idle; this waits until every one queued so far is done. */
+ * idle, and never while a graph capture devmm sees is underway (ADR 38); this waits until every
+ * one queued so far is done (so not from inside a capture: it would wait for its end). */
 DEVMM_API void devmm_deferred_frees_wait(void);
 
-/* Creates a tensor view of buf (retained): every element must lie inside the buffer. */
+/* Creates a tensor view of buf (retained): every element must lie inside the buffer; a freed
+ * buffer is DEVMM_ESTATE. */
 DEVMM_API int devmm_tensor_create(devmm_buffer *buf, devmm_dtype dtype, int ndim,
                                   const int64_t *shape, const int64_t *strides, size_t byte_offset,
                                   int readonly, devmm_tensor **out);

@@ -12,6 +12,9 @@
  *   <gpu>.managed  cudaMallocManaged (options advise = none|read_mostly|preferred_location|
  *                  accessed_by, prefetch = true|false)
  *   <gpu>.pinned   cudaHostAlloc / hipHostMalloc: page-locked host memory (DLPack CUDAHost)
+ *   <gpu>.system   malloc'ed memory the device addresses (HMM, ATS), refused where the runtime's
+ *                  PageableMemoryAccess attribute is 0 (options headroom, prefetch)
+ * <gpu>.async with pool = <address> views a pool another library owns (never destroyed).
  * Copy, memset (async on the given stream), stream_wait (event record + wait) and synchronize
  * are offered by every kind (ops.c). IPC (ADR 30, ipc.c): <gpu>.device shares its allocations
  * through the runtime's IPC handles, <gpu>.async with pool = own and ipc = true through a
@@ -26,10 +29,11 @@
 const devmm_host_services *gpu_host;
 
 const char *const gpu_kind_names[] = {GPU_PLUGIN ".device", GPU_PLUGIN ".async",
-                                      GPU_PLUGIN ".managed", GPU_PLUGIN ".pinned"};
+                                      GPU_PLUGIN ".managed", GPU_PLUGIN ".pinned",
+                                      GPU_PLUGIN ".system"};
 
-static const devmm_resource_kind *const kinds[] = {&gpu_device_kind, &gpu_async_kind,
-                                                   &gpu_managed_kind, &gpu_pinned_kind};
+static const devmm_resource_kind *const kinds[] = {
+    &gpu_device_kind, &gpu_async_kind, &gpu_managed_kind, &gpu_pinned_kind, &gpu_system_kind};
 
 static char version[64];
 
@@ -46,6 +50,7 @@ static const devmm_plugin descriptor = {
     .kinds = kinds,
     .options = GPU_PLUGIN_OPTIONS,
     .configure = GPU_CONFIGURE,
+    .lazy_device_type = GPU_DEVICE_TYPE, /* counting devices initialises the runtime (ADR 38) */
 };
 
 DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint32_t minor,
@@ -54,8 +59,24 @@ DEVMM_PLUGIN_EXPORT const devmm_plugin *devmm_plugin_entry(uint32_t major, uint3
   if (major != DEVMM_PLUGIN_ABI_MAJOR || !h || h->struct_size < sizeof(devmm_host_services))
     return NULL;
   gpu_host = h;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, gpu_process_init);
   GPU_ON_ENTRY(h);
+#if GPU_RUNTIME_VERSION_AT_FIRST_USE /* naming it loads the runtime: at the first count */
+  snprintf(version, sizeof version, "1.0.0 (%s)", GPU_RUNTIME_NOT_LOADED);
+#else
   char rt[48];
   snprintf(version, sizeof version, "1.0.0 (%s)", gpu_runtime_version(rt, sizeof rt));
+#endif
   return &descriptor;
+}
+
+/* The descriptor's device_count: the host calls it under its state lock (never at load for this
+ * plugin), which is also when readers read the version, so the version can be completed here. */
+int gpu_device_count(size_t *count) {
+#if GPU_RUNTIME_VERSION_AT_FIRST_USE
+  char rt[48];
+  snprintf(version, sizeof version, "1.0.0 (%s)", gpu_runtime_version(rt, sizeof rt));
+#endif
+  return gpu_count(count);
 }

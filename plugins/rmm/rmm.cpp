@@ -398,6 +398,7 @@ const devmm_plugin descriptor = {
     nullptr,
     nullptr,
     nullptr,
+    DEVMM_DEVICE_CUDA, // lazy_device_type: counting CUDA devices initialises CUDA (ADR 38)
 };
 
 } // namespace

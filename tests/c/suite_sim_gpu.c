@@ -143,7 +143,98 @@ START_TEST(options_are_checked_before_the_device) {
   devmm_option o[] = {{"pool", "shared", 0}};
   devmm_resource *r;
   ck_assert_int_eq(devmm_resource_create_kind("sim.async", 7, o, 1, &r), DEVMM_EINVAL);
-  ck_assert_error_contains("sim.async: pool = shared: expected default or own");
+  ck_assert_error_contains(
+      "sim.async: pool = shared: expected default, own, managed or the address of a pool");
+}
+END_TEST
+
+/* devmm's pinned memory is portable (cudaHostAllocPortable): pinned for every device, so a
+ * kernel of sim:1 reaches sim.pinned memory, whichever device allocated it (ADR 38). */
+START_TEST(pinned_memory_is_portable) {
+  sim_init(0, 21);
+  devmm_resource *pin = kind("sim.pinned", 0);
+  void *p, *s1 = stream(1);
+  ck_assert_int_eq(devmm_allocate(pin, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_msg(sim.fill(s1, p, 7, 4096) == DEVMM_OK, "%s", devmm_last_error());
+  sim.stream_synchronize(s1);
+  ck_assert_int_eq(((unsigned char *)p)[4095], 7);
+  sim.stream_destroy(s1);
+  ck_assert_int_eq(devmm_deallocate(pin, p, 4096, 0, NULL), DEVMM_OK);
+  devmm_resource_release(pin);
+}
+END_TEST
+
+/* A pool of devmm's own grants its peers access (cudaMemPoolSetAccess): a kernel of sim:1 reads
+ * sim.async (pool = own) memory of sim:0, as it would read sim.device memory under peer access
+ * (ADR 38). */
+START_TEST(own_pools_grant_their_peers_access) {
+  sim_init(0, 22);
+  devmm_option own = {"pool", "own", 0};
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create_kind("sim.async", 0, &own, 1, &r), DEVMM_OK);
+  void *p, *s0 = stream(0), *s1 = stream(1);
+  ck_assert_int_eq(devmm_allocate(r, 4096, 0, s0, &p), DEVMM_OK);
+  sim.stream_synchronize(s0);
+  int ok = 0;
+  ck_assert_msg(sim.check(s1, p, 0xCD, 4096, &ok) == DEVMM_OK, "%s", devmm_last_error());
+  sim.stream_synchronize(s1);
+  ck_assert_msg(ok == 1, "a kernel of sim:1 could not read sim:0's own-pool memory");
+  ck_assert_int_eq(devmm_deallocate(r, p, 4096, 0, s0), DEVMM_OK);
+  sim.stream_destroy(s0);
+  sim.stream_destroy(s1);
+  devmm_resource_release(r);
+}
+END_TEST
+
+/* enter/leave keep a caller's own context: a devmm call on sim:1's resource from a thread bound
+ * to a context of sim:0's own (cuCtxCreate) leaves that context bound, not sim:0's primary one,
+ * which restoring the device with SetDevice binds (ADR 38). */
+START_TEST(a_callers_own_context_survives_a_call_on_another_device) {
+  sim_init(0, 23);
+  devmm_resource *r1 = kind("sim.device", 1);
+  void *ctx, *cur, *p;
+  ck_assert_int_eq(sim.ctx_create(0, &ctx), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(r1, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(sim.ctx_current(&cur), DEVMM_OK);
+  ck_assert_msg(cur == ctx, "the caller's context %p became %p after a call on sim:1", ctx, cur);
+  ck_assert_int_eq(devmm_memset(r1, p, 0, 4096, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_deallocate(r1, p, 4096, 0, NULL), DEVMM_OK);
+  ck_assert_int_eq(sim.ctx_current(&cur), DEVMM_OK);
+  ck_assert_ptr_eq(cur, ctx);
+  sim.set_device(0); /* sim:0's primary context again */
+  devmm_resource_release(r1);
+}
+END_TEST
+
+/* The prefetch op (ABI 1.1) reaches the leaf through adaptors; the prefetch adaptor prefetches
+ * each allocation, gives back one whose prefetch failed, and is refused over memory that does not
+ * move (ADR 41). */
+START_TEST(prefetch_reaches_the_leaf_through_adaptors) {
+  sim_init(0, 15);
+  devmm_resource *managed = kind("sim.managed", 0), *dev = kind("sim.device", 0), *stats, *pf;
+  ck_assert_int_eq(devmm_statistics_adaptor_create(managed, &stats), DEVMM_OK);
+  ck_assert_msg(devmm_prefetch_adaptor_create(stats, &pf) == DEVMM_OK, "%s", devmm_last_error());
+  void *p;
+  ck_assert_int_eq(devmm_allocate(pf, 4096, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(devmm_prefetch(stats, p, 4096, NULL), DEVMM_OK);
+  sim.inject("MemPrefetchAsync", 0, 999);
+  void *q = (void *)1;
+  ck_assert_int_eq(devmm_allocate(pf, 4096, 0, NULL, &q), DEVMM_EDEVICE);
+  ck_assert_error_contains("sim.managed on sim:0: simMemPrefetchAsync(4096) failed");
+  ck_assert_ptr_null(q);
+  devmm_statistics st;
+  ck_assert_int_eq(devmm_statistics_get(stats, &st), DEVMM_OK);
+  ck_assert_int_eq(st.current_count, 1); /* the failed one was freed */
+  ck_assert_int_eq(devmm_deallocate(pf, p, 4096, 0, NULL), DEVMM_OK);
+  devmm_resource *none = (devmm_resource *)1;
+  ck_assert_int_eq(devmm_prefetch_adaptor_create(dev, &none), DEVMM_ENOTSUP);
+  ck_assert_ptr_null(none);
+  ck_assert_error_contains("prefetch adaptor over sim.device: its memory does not move");
+  ck_assert_int_eq(devmm_prefetch(dev, p, 1, NULL), DEVMM_ENOTSUP);
+  devmm_resource_release(pf);
+  devmm_resource_release(stats);
+  devmm_resource_release(managed);
+  devmm_resource_release(dev);
 }
 END_TEST
 
@@ -156,6 +247,10 @@ Suite *sim_gpu_suite(void) {
                                 one_event_per_resource,
                                 pinned_mem_info_is_host_memory,
                                 options_are_checked_before_the_device,
+                                pinned_memory_is_portable,
+                                own_pools_grant_their_peers_access,
+                                a_callers_own_context_survives_a_call_on_another_device,
+                                prefetch_reaches_the_leaf_through_adaptors,
                                 NULL};
   return suite_of("sim_gpu", tests);
 }

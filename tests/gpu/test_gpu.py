@@ -63,15 +63,22 @@ def cuda_mrs():
 # ------------------------------------------------------------------ every kind, on its own
 
 def _round_trip(r, consumer):
-    """zeros -> a consumer writes 2.0 -> copy to the host -> free: statistics back to 0."""
+    """zeros -> a consumer writes 2.0 -> copy to the host -> free and drop the tensor:
+    statistics back to 0. A consumer of __cuda_array_interface__ (CuPy) keeps the tensor, whose
+    memory must live as long as it does (the interface's lifetime rule): free() then gives the
+    memory back only when the tensor goes (tests/python/test_sim.py runs this on sim.managed)."""
     stats = devmm.StatisticsAdaptor(r)
     t = devmm.zeros((256, 1024), "float32", resource=stats)
     assert stats.current_bytes == 1 << 20, (r.name, stats.current_bytes)
-    consumer(t)
+    exported = consumer(t)
     host = np().from_dlpack(t.copy("cpu"))  # device -> host through the device's runtime
     assert host.shape == (256, 1024) and (host == 2.0).all(), r.name
     t.buffer.free()
     torch().cuda.synchronize()
+    if exported:  # held by the tensor for the interface's consumers
+        assert stats.current_bytes == 1 << 20, (r.name, stats.current_bytes)
+    del t
+    devmm._lib.deferred_frees_wait()  # a free for unknown streams synchronises off-thread
     assert stats.current_bytes == 0, (r.name, stats.current_bytes)
 
 
@@ -89,6 +96,7 @@ def _cupy_fill(t):
     assert float(c.sum()) == 0.0
     c[...] = 2.0
     cupy().cuda.runtime.deviceSynchronize()
+    return True  # the tensor handed out __cuda_array_interface__: it holds its memory
 
 
 @check
@@ -123,6 +131,36 @@ def kind_cuda_managed():
 def kind_cuda_managed_advise_prefetch():
     _round_trip(cuda_mrs().ManagedMemoryResource(0, advise="read_mostly", prefetch=True),
                 _cupy_fill)
+
+
+@check
+def kinds_from_rmm_on_the_first_gpu():
+    # issue 24: RMM's system, SAM-headroom, managed-pool and pool-view kinds and its prefetch
+    # adaptor (tests/python/test_rmm_kinds.py runs each on the simulator)
+    mrs = cuda_mrs()
+    try:
+        system = mrs.SystemMemoryResource(0)
+    except devmm.DevmmError as e:   # the refusal, with its reason, where the GPU cannot
+        assert "cudaDevAttrPageableMemoryAccess = 0" in str(e), e
+        print(f"info: {e}")
+    else:
+        _round_trip(system, _cupy_fill)
+        _round_trip(mrs.SamHeadroomMemoryResource("1GiB", 0), _cupy_fill)
+        _round_trip(mrs.SystemMemoryResource(0, prefetch=True), _cupy_fill)
+    try:
+        managed_pool = mrs.CudaAsyncManagedMemoryResource(0)
+    except devmm.DevmmError as e:   # a driver older than CUDA 13: refused, saying so
+        assert "pool = managed" in str(e), e
+        print(f"info: {e}")
+    else:
+        _round_trip(managed_pool, _cupy_fill)
+        _round_trip(devmm.PrefetchAdaptor(managed_pool), _cupy_fill)
+    _round_trip(devmm.PrefetchAdaptor(mrs.ManagedMemoryResource(0)), _cupy_fill)
+    with pyfail(devmm.DevmmError, "its memory does not move"):
+        devmm.PrefetchAdaptor(mrs.CudaMemoryResource(0))
+    pool = cupy().cuda.runtime.deviceGetDefaultMemPool(0)   # a pool CuPy's runtime hands out
+    _round_trip(mrs.CudaAsyncViewMemoryResource(pool, 0), _torch_fill)
+    assert cupy().cuda.runtime.deviceGetDefaultMemPool(0) == pool   # still there, still its
 
 
 @check
@@ -402,6 +440,94 @@ def torch_routed_out_of_memory_is_an_exception():
     assert float(x.sum()) == float(1 << 20)
 
 
+@check
+def torch_record_stream_under_use_devmm():
+    """ADR 38: a tensor used on a second stream (record_stream) is not reused before that
+    stream's work is done: torch's next allocation on the first stream would take the memory
+    at once, and its fill would land before the second stream's read."""
+    import devmm.interop.torch
+    devmm.init()
+    devmm.interop.torch.use_devmm()
+    t_ = torch()
+    print(f"info: record_stream hook installed: {devmm.interop.torch.record_stream_hooked()} "
+          f"(else every free waits for the device)")
+    n = 1 << 24
+    bad = 0
+    for _ in range(5):
+        x = t_.ones(n, dtype=t_.float32, device="cuda")
+        side = t_.cuda.Stream()
+        side.wait_stream(t_.cuda.current_stream())
+        with t_.cuda.stream(side):
+            t_.cuda._sleep(100_000_000)  # the read below comes late
+            y = x * 2
+        x.record_stream(side)
+        del x
+        z = t_.empty(n, dtype=t_.float32, device="cuda")  # reuses x's memory on its stream
+        z.fill_(5.0)
+        t_.cuda.synchronize()
+        bad += int((y != 2).sum())
+        del y, z
+    assert bad == 0, f"{bad} elements read after the memory was reused"
+
+
+@check
+def graph_capture_with_a_devmm_export_inside():
+    """ADR 38: a devmm tensor exported into a torch graph capture (global mode) neither
+    records on the legacy stream nor waits across the capture's boundary, and the deferred-free
+    thread, busy meanwhile, neither synchronises the device nor frees until the capture ends:
+    the capture is not invalidated and its replay reads the tensor."""
+    t_ = torch()
+    devmm.init()
+    r = cuda_mrs().CudaAsyncMemoryResource(0)
+    t = devmm.zeros(1 << 20, "float32", resource=r)  # zeroed on the legacy stream
+    other = t_.cuda.Stream()
+    busy = devmm.zeros(1 << 20, "float32", resource=r)
+    with t_.cuda.stream(other):
+        t_.from_dlpack(busy).fill_(1.0)  # handed to another stream: its free is deferred
+    s = t_.cuda.Stream()
+    g = t_.cuda.CUDAGraph()
+    t_.cuda.synchronize()
+    with t_.cuda.graph(g, stream=s):
+        x = t_.from_dlpack(t)  # t.__dlpack__(stream=<the capturing stream>): devmm sees s
+        del busy  # the deferred-free thread now waits for a device-wide point: not until the end
+        y = x + 3.0
+    g.replay()
+    t_.cuda.synchronize()
+    assert float(y.sum()) == 3.0 * (1 << 20), float(y.sum())
+    devmm._lib.deferred_frees_wait()
+
+
+@check
+def fork_after_use_is_a_quick_devmm_error():
+    """ADR 38: a child forked after the parent used CUDA gets devmm's error naming fork and
+    the spawn/forkserver start methods at once, never a hang."""
+    import os
+    import select
+    devmm.init()
+    t = devmm.zeros(1024, "float32", resource=cuda_mrs().CudaAsyncMemoryResource(0))
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rd)
+        try:
+            devmm.empty(1024, "float32", resource=cuda_mrs().CudaAsyncMemoryResource(0))
+            msg = "no error"
+        except devmm.DevmmError as e:
+            msg = str(e)
+        os.write(wr, msg.encode()[:4000])
+        os._exit(0)
+    os.close(wr)
+    ready, _, _ = select.select([rd], [], [], 30)
+    if not ready:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung for 30 s")
+    msg = os.read(rd, 4096).decode()
+    os.waitpid(pid, 0)
+    assert "forked" in msg and "spawn" in msg and "forkserver" in msg, msg
+    del t
+
+
 # ------------------------------------------------------------------ benchmark
 
 def bench():
@@ -506,6 +632,120 @@ def ipc_cuda_async_pool_is_refused():
         assert "a pool's shareable handle is a driver descriptor" in str(e), e
     else:
         raise AssertionError("cuda.async with ipc = true was accepted")
+
+
+# ------------------------------------------------------------------ CUDA's IPC boundaries
+# (ADR 38 §Threads and contexts; IPC opens; ADR 40 §Device handles; the simulator's sim_ipc
+# suite runs the same rules in every make test)
+
+def _cuda_ipc_child(code, *args):
+    """Runs code in a fresh python3 with args in sys.argv[1:]; its stdout, or AssertionError."""
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       timeout=50)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _copy_into(host, r):
+    t = devmm.empty(host.shape, host.dtype, resource=r)
+    L = devmm._lib
+    L.check(L.copy(r._h, t.data_ptr, host.data_ptr, t.nbytes, None))
+    L.check(L.synchronize(r._h, None))
+    return t
+
+
+_RANGE = ("import ctypes\n"
+          "cu = ctypes.CDLL('libcuda.so.1')\n"
+          "def rng(p):\n"
+          "    b, s = ctypes.c_ulonglong(), ctypes.c_size_t()\n"
+          "    rc = cu.cuMemGetAddressRange_v2(ctypes.byref(b), ctypes.byref(s), ctypes.c_ulonglong(p))\n"
+          "    assert rc == 0, ('cuMemGetAddressRange', rc)\n"
+          "    return b.value, s.value\n")
+
+
+@check
+def ipc_cuda_device_on_a_fresh_thread():
+    """A handle taken on a thread that never used CUDA (multiprocessing's feeder thread): devmm
+    binds the device's context first; the tensor goes by handle, and a child sees its bytes."""
+    import threading
+    from multiprocessing.reduction import ForkingPickler
+    devmm.init()
+    t = _copy_into(_host(1 << 16, 9), cuda_mrs().CudaMemoryResource(0))
+    out = {}
+
+    def take():
+        try:
+            out["pickle"] = bytes(ForkingPickler.dumps(t))
+            out["handle"] = t.ipc_handle()
+        except Exception as e:  # reported below
+            out["error"] = repr(e)
+    th = threading.Thread(target=take)
+    th.start()
+    th.join()
+    assert "error" not in out, out["error"]
+    assert len(out["pickle"]) < 4096, "went by value"
+    _cuda_ipc_child("import sys, numpy as np, devmm\n"
+                    "u = devmm.open_ipc(bytes.fromhex(sys.argv[1]))\n"
+                    "assert (np.asarray(u.copy('cpu')) == 9).all()\n", out["handle"].hex())
+
+
+def _host(n, value):
+    nm = np()
+    host = devmm.empty((n,), "uint8")
+    nm.asarray(host)[:] = value
+    return host
+
+
+@check
+def ipc_cuda_device_in_its_own_process():
+    """A handle opened by its exporter is its own memory (CUDA refuses that open: devmm does not
+    ask it; needs cudaIpcGetMemHandle to give the same bytes twice), repeated opens in another
+    process share one mapping, and a freed exporter's handle is StaleHandleError."""
+    devmm.init()
+    t = _copy_into(_host(4096, 3), cuda_mrs().CudaMemoryResource(0))
+    h = t.ipc_handle()
+    u = devmm.open_ipc(h)
+    assert u.data_ptr == t.data_ptr, (hex(u.data_ptr), hex(t.data_ptr))
+    del u
+    out = _cuda_ipc_child("import sys, numpy as np, devmm\n"
+                          "h = bytes.fromhex(sys.argv[1])\n"
+                          "a, b = devmm.open_ipc(h), devmm.open_ipc(h)\n"
+                          "assert a.data_ptr == b.data_ptr\n"
+                          "del a\n"
+                          "assert (np.asarray(b.copy('cpu')) == 3).all()\n"
+                          "print('ok')\n", h.hex())
+    assert "ok" in out
+    t.buffer.free()
+    del t
+    devmm._lib.deferred_frees_wait()
+    out = _cuda_ipc_child("import sys, devmm\n"
+                          "try:\n"
+                          "    devmm.open_ipc(bytes.fromhex(sys.argv[1]))\n"
+                          "    print('OPENED')\n"
+                          "except devmm.StaleHandleError as e:\n"
+                          "    print('stale', e)\n", h.hex())
+    assert out.startswith("stale"), out
+
+
+@check
+def ipc_cuda_device_across_a_2mib_chunk():
+    """CUDA shares a small allocation as its whole 2 MiB block: with ipc_isolate=False a
+    receiver reaches the neighbour; by default each allocation is a block of its own."""
+    devmm.init()
+    packed = cuda_mrs().CudaMemoryResource(0, ipc_isolate=False)
+    a = _copy_into(_host(1024, 1), packed)
+    b = _copy_into(_host(1024, 0x5A), packed)
+    iso = _copy_into(_host(1024, 2), cuda_mrs().CudaMemoryResource(0))
+    code = (_RANGE + "import sys, devmm\n"
+            "u = devmm.open_ipc(bytes.fromhex(sys.argv[1]))\n"
+            "base, size = rng(u.data_ptr)\n"
+            "print(base == u.data_ptr, size, base, u.data_ptr)\n")
+    same, size, *_ = _cuda_ipc_child(code, iso.ipc_handle().hex()).split()
+    assert int(size) == 2 << 20, f"an isolated allocation's mapping is {size} bytes"
+    out = _cuda_ipc_child(code, a.ipc_handle().hex()).split()
+    print("packed 1 KiB allocation: the receiver's mapping", out, "neighbour at",
+          b.data_ptr - a.data_ptr)
 
 
 def main(argv):

@@ -5,6 +5,7 @@ whose framework is missing. The GPU halves run in tests/gpu/run.sh."""
 import ctypes
 import importlib
 import sys
+import types
 
 import pytest
 
@@ -116,10 +117,11 @@ def test_rmm_both_ways_over_cpu_memory():
     assert stats.current_bytes == 0
     keep = {}
 
-    def alloc(n, stream):
-        b = C.create_string_buffer(n)
-        keep[C.addressof(b)] = b
-        return C.addressof(b)
+    def alloc(n, stream):  # 256-byte aligned, as RMM's resources are
+        b = C.create_string_buffer(n + 256)
+        p = -(-C.addressof(b) // 256) * 256
+        keep[p] = b
+        return p
 
     host = rmm.mr.CallbackMemoryResource(alloc, lambda ptr, n, stream: keep.pop(ptr))
     back = devmm.StatisticsAdaptor(from_rmm_resource(host, device="cpu"))  # RMM under devmm
@@ -127,3 +129,36 @@ def test_rmm_both_ways_over_cpu_memory():
     assert len(keep) == 1 and back.current_bytes == 400
     t.buffer.free()
     assert not keep and back.current_bytes == 0
+
+
+def test_torch_record_stream_hook_is_installed_where_torch_allows_it(monkeypatch):
+    # ADR 38: use_devmm() sets CUDAPluggableAllocator's record_stream_fn to libdevmm's
+    # devmm_torch_record_stream where torch lets Python set it; else every torch free waits
+    # for the whole device. A stand-in torch: the bridge needs only its import here.
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.delitem(sys.modules, "devmm.interop.torch", raising=False)
+    bridge = importlib.import_module("devmm.interop.torch")
+    got = []
+
+    class Native:
+        def set_record_stream_fn(self, fn):
+            got.append(fn)
+
+    class Hookable:
+        def allocator(self):
+            return Native()
+
+    class Plain:
+        def allocator(self):
+            return object()  # torch 2.x's _cuda_CUDAAllocator: no such method
+
+    try:
+        assert bridge.install_record_stream(Hookable()) is True
+        assert bridge.record_stream_hooked()
+        assert got == [ctypes.cast(_lib.torch_record_stream, ctypes.c_void_p).value]
+        assert bridge.install_record_stream(Plain()) is False
+        assert not bridge.record_stream_hooked()
+        assert bridge.install_record_stream(Plain(), device_wide=False) is False
+    finally:
+        _lib.torch_free_waits_for_device(0)
+        sys.modules.pop("devmm.interop.torch", None)

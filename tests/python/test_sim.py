@@ -17,8 +17,8 @@ import pytest
 
 import devmm
 from devmm.mrs import sim as simmod
-from devmm.mrs.sim import (PinnedMemoryResource, SimAsyncMemoryResource, SimMemoryResource,
-                           runtime)
+from devmm.mrs.sim import (ManagedMemoryResource, PinnedMemoryResource, SimAsyncMemoryResource,
+                           SimMemoryResource, runtime)
 
 
 @pytest.fixture
@@ -208,8 +208,10 @@ def test_zeros_on_pinned_memory_is_ready_for_the_host(sim):
     pinned = PinnedMemoryResource()
     for i in range(5):
         t = devmm.zeros(1 << 16, "uint8", resource=pinned)
-        assert t.device == "cpu"                   # page-locked host memory
-        assert not np.from_dlpack(t).any(), f"round {i}: a host read before the memset ran"
+        assert t.device == "sim_host:0"            # page-locked host memory (ADR 37)
+        a = np.from_dlpack(t, device="cpu")        # the same memory, labelled kDLCPU
+        assert a.ctypes.data == t.data_ptr
+        assert not a.any(), f"round {i}: a host read before the memset ran"
 
 
 def test_zeros_and_copies_on_another_device_than_the_current(sim):
@@ -255,9 +257,10 @@ def test_a_device_resource_without_stream_ops_cannot_claim_stream_order(sim):
     bufs = {}
 
     def alloc(n, alignment, stream):
-        b = ctypes.create_string_buffer(n)
-        bufs[ctypes.addressof(b)] = b
-        return ctypes.addressof(b)
+        b = ctypes.create_string_buffer(n + alignment)  # aligned as asked (callback.c)
+        p = -(-ctypes.addressof(b) // max(alignment, 1)) * max(alignment, 1)
+        bufs[p] = b
+        return p
 
     # sim:7: no plugin serves it (the simulator has 2 devices), so it has no runtime either
     r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: bufs.pop(p), device="sim:7")
@@ -369,3 +372,66 @@ def test_sim_module_imports_nothing_heavy():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stderr
     assert simmod.__all__
+
+
+def test_managed_round_trip_through_the_device_interface(sim):
+    # tests/gpu/test_gpu.py's kind_cuda_managed on the simulator: a consumer of the CUDA array
+    # interface (CuPy's cupy.asarray reads it first) writes the tensor, then the owner frees it
+    rt = sim(jitter_us=100, seed=21)
+    stats = devmm.StatisticsAdaptor(ManagedMemoryResource(0))
+    t = devmm.zeros((256, 1024), "float32", resource=stats)
+    assert stats.current_bytes == 1 << 20
+    cai = t._device_interface()                    # what __cuda_array_interface__ returns
+    rt._call("stream_synchronize", cai["stream"])  # the consumer's side of the protocol
+    n = 256 * 1024
+    view = np.ctypeslib.as_array((ctypes.c_float * n).from_address(cai["data"][0]))
+    assert float(view.sum()) == 0.0
+    view[...] = 2.0                                # managed memory: the host writes it
+    del view
+    host = np.from_dlpack(t.copy("cpu"))
+    assert host.shape == (256, 1024) and (host == 2.0).all()
+    # the interface's promise (Numba's CUDA array interface, "Lifetime management"): the data
+    # lives as long as the object that exported it, which the consumer keeps. So free() while
+    # that tensor lives gives nothing back yet; the tensor's end does (ADR 38)
+    t.buffer.free()
+    assert stats.current_bytes == 1 << 20, stats.current_bytes
+    del t
+    devmm._lib.deferred_frees_wait()               # a free for unknown streams waits off-thread
+    assert stats.current_bytes == 0, stats.current_bytes
+
+
+def _capsule_device(cap) -> tuple:
+    """dl_tensor.device of a versioned capsule (not consumed): what a consumer reads."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    head = get(cap, b"dltensor_versioned")
+    data = ctypes.c_void_p.from_address(head + 32).value  # after version, ctx, deleter, flags
+    return data, tuple((ctypes.c_int32 * 2).from_address(head + 40))
+
+
+def test_pinned_and_managed_sim_memory_have_device_types_of_their_own(sim):
+    # as kDLCUDAHost and kDLCUDAManaged do for CUDA, so that the code keyed on those kinds runs
+    # here; devmm's own codes, never CUDA's (ADR 37)
+    rt = sim(jitter_us=100, seed=22)
+    C = devmm._lib.CONSTANTS
+    host, managed = C["DEVMM_DEVICE_SIM_HOST"], C["DEVMM_DEVICE_SIM_MANAGED"]
+    assert len({host, managed, C["DEVMM_DEVICE_CPU"], C["DEVMM_DEVICE_SIM"], 2, 3, 13}) == 7
+    p = devmm.zeros(16, "uint8", resource=PinnedMemoryResource())
+    assert p.device == "sim_host:0" and p.__dlpack_device__() == (host, 0)
+    assert np.asarray(p).ctypes.data == p.data_ptr            # host memory: the array interface
+    assert _capsule_device(p.__dlpack__(max_version=(1, 0))) == (p.data_ptr, (host, 0))
+    cpu = p.__dlpack__(dl_device=(1, 0), copy=False, max_version=(1, 0))  # pinned as kDLCPU
+    assert _capsule_device(cpu) == (p.data_ptr, (1, 0))
+    with pytest.raises(ValueError, match="stream must be None for sim_host:0 tensors"):
+        p.__dlpack__(stream=1)
+    m = devmm.zeros(16, "uint8", resource=ManagedMemoryResource(0))
+    assert m.device == "sim_managed:0" and m.__dlpack_device__() == (managed, 0)
+    with pytest.raises(ValueError, match=r"stream 0 is ambiguous for sim \(CUDA's rules\)"):
+        m.__dlpack__(stream=0)
+    with pytest.raises(AttributeError, match="sim_managed:0 is not CUDA memory"):
+        m.__cuda_array_interface__
+    with pytest.raises(AttributeError, match="sim_managed:0 memory is not host memory"):
+        m.__array_interface__
+    assert m._device_interface()["data"][0] == m.data_ptr
+    assert devmm.resource.parse_device("sim_managed:1").device_type == managed
+    rt.synchronize()

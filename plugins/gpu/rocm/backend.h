@@ -1,6 +1,7 @@
 /* HIP behind the GPU plugin (plugins/gpu/; compiled from C with -D__HIP_PLATFORM_AMD__ against
  * Debian's HIP 5.2 headers, which check every call's signature). The plugin links no HIP library:
- * hip_loader.c dlopens libamdhip64.so.6, then libamdhip64.so.5, at the plugin's entry, resolves
+ * hip_loader.c dlopens libamdhip64.so.7, then .so.6, then .so.5, at the first device count or
+ * resource (never at the plugin's entry: ADR 38), resolves
  * the calls listed in ROCM_HIP_CALLS into rocm_hip, and every gpuX below goes through that table.
  * Without HIP the plugin loads and reports "0 devices: no HIP runtime found (...)". A new call
  * goes into ROCM_HIP_CALLS and gets its gpuX macro here. */
@@ -42,7 +43,13 @@
   X(StreamSynchronize)                                                                             \
   X(DeviceSynchronize)                                                                             \
   X(MemPrefetchAsync)                                                                              \
-  X(MemAdvise)
+  X(MemAdvise)                                                                                     \
+  X(EventSynchronize)                                                                              \
+  X(StreamIsCapturing)                                                                             \
+  X(PeekAtLastError)                                                                               \
+  X(GetLastError)                                                                                  \
+  X(DeviceGetAttribute)                                                                            \
+  X(MemPoolGetAttribute)
 
 #define ROCM_HIP_POINTER(name) __typeof__(hip##name) *name;
 struct rocm_hip {
@@ -109,7 +116,7 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuFree rocm_hip.Free
 #define gpuMallocManaged rocm_hip.MallocManaged
 #define gpuMemAttachGlobal hipMemAttachGlobal
-#define gpuHostAlloc(p, n) rocm_hip.HostMalloc((p), (n), hipHostMallocDefault)
+#define gpuHostAlloc(p, n) rocm_hip.HostMalloc((p), (n), hipHostMallocPortable) /* for all */
 #define gpuFreeHost rocm_hip.HostFree
 #define gpuMallocFromPoolAsync rocm_hip.MallocFromPoolAsync
 #define gpuFreeAsync rocm_hip.FreeAsync
@@ -132,6 +139,23 @@ typedef hipDeviceProp_t gpuDeviceProp;
 #define gpuMemAdviseSetAccessedBy hipMemAdviseSetAccessedBy
 typedef hipMemoryAdvise gpuMemoryAdvise;
 
+#define gpuEventSynchronize rocm_hip.EventSynchronize
+
+/* 1 if s captures (NULL: whether a blocking stream of the current device does: the null stream
+ * answers hipErrorStreamCaptureImplicit), else 0; as the CUDA backend's, the query's error is
+ * cleared and it is not asked while an earlier one is pending. */
+static inline int gpu_capture_status(gpuStream_t s) {
+  int pending = rocm_hip.PeekAtLastError() != hipSuccess;
+  if (pending && !s)
+    return -1; /* unknown, as the CUDA backend's: capture.c refuses, naming the pending error */
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  hipError_t e = rocm_hip.StreamIsCapturing(s, &st);
+  if (e != hipSuccess && !pending)
+    (void)rocm_hip.GetLastError();
+  return e == hipErrorStreamCaptureImplicit ? 1
+                                            : e == hipSuccess && st != hipStreamCaptureStatusNone;
+}
+
 static inline gpuError_t gpu_prefetch(const void *p, size_t n, int device, gpuStream_t s) {
   return rocm_hip.MemPrefetchAsync(p, n, device, s);
 }
@@ -139,6 +163,29 @@ static inline gpuError_t gpu_prefetch(const void *p, size_t n, int device, gpuSt
 static inline gpuError_t gpu_advise(const void *p, size_t n, gpuMemoryAdvise a, int device) {
   return rocm_hip.MemAdvise(p, n, a, device);
 }
+
+/* System-allocated memory (<gpu>.system, kinds.c): whether the device addresses pageable memory
+ * (*v: the attribute), its name and what a machine needs for it, for the refusal; the host as
+ * an advice location; and the plugin's free(3) of such memory (the simulator drops its advice). */
+static inline gpuError_t gpu_pageable_access(int *v, int device) {
+  return rocm_hip.DeviceGetAttribute(v, hipDeviceAttributePageableMemoryAccess, device);
+}
+#define GPU_PAGEABLE_ATTR "hipDeviceAttributePageableMemoryAccess"
+#define GPU_PAGEABLE_NEEDS "needs HMM (amdgpu with HMM and XNACK enabled)"
+#define gpuCpuDeviceId hipCpuDeviceId
+#define gpu_system_freed(p, n) ((void)(p), (void)(n))
+/* A pool another library owns (<gpu>.async with pool = <address>): it answers a query. */
+static inline gpuError_t gpu_pool_check(gpuMemPool_t pool) {
+  uint64_t t = 0;
+  return rocm_hip.MemPoolGetAttribute(pool, hipMemPoolAttrReleaseThreshold, &t);
+}
+
+/* (Not in HIP.) The device's default pool of managed memory (<gpu>.async with pool = managed, RMM's
+ * CudaAsyncManagedMemoryResource); gpu_managed_pool_unsupported: 1, with why, where the runtime
+ * in use cannot (GPU_HAS_MANAGED_POOL 0: where the build cannot, GPU_MANAGED_POOL_WHY says why). */
+#define GPU_HAS_MANAGED_POOL 0
+#define GPU_MANAGED_POOL_WHY                                                                       \
+  "HIP has no pools of managed memory (rocm.managed allocates managed memory)"
 
 static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_size) {
   (void)max_size; /* never set: kinds.c refuses max_pool_size (GPU_POOL_HAS_MAX_SIZE 0) */
@@ -148,7 +195,10 @@ static inline void gpu_pool_props(gpuMemPoolProps *p, int device, size_t max_siz
   p->location.id = device;
 }
 
-/* Called at the plugin's entry: loads HIP, and names the runtime found (or its absence). */
+/* Loads HIP, and names the runtime found (or its absence): at the first device count, never at
+ * the plugin's entry (loading HIP is most of a process's start-up otherwise: ADR 38). */
+#define GPU_RUNTIME_VERSION_AT_FIRST_USE 1
+#define GPU_RUNTIME_NOT_LOADED "HIP: found at the first use of a rocm device"
 static inline const char *gpu_runtime_version(char *buf, size_t cap) {
   int v = 0;
   if (rocm_hip_load() != hipSuccess)

@@ -1,9 +1,9 @@
-/* Finds HIP at run time for devmm-rocm: dlopens libamdhip64.so.6, then libamdhip64.so.5, and
+/* Finds HIP at run time for devmm-rocm: dlopens libamdhip64.so.7, then .so.6, then .so.5, and
  * resolves every call of ROCM_HIP_CALLS (backend.h) into rocm_hip. One build of the plugin thus
- * serves ROCm 6 and ROCm 5 systems, and loads (with 0 devices) where there is no HIP at all.
+ * serves ROCm 7, 6 and 5 systems, and loads (with 0 devices) where there is no HIP at all.
  * HIP 6 changed hipDeviceProp_t; the plugin is compiled against HIP 5.2's layout, which HIP 6
- * still serves as hipGetDevicePropertiesR0000. ROCM_HIP_LIBRARIES may be set at compile time
- * (the tests build a copy that looks for a library that cannot exist). */
+ * and 7 still serve as hipGetDevicePropertiesR0000. ROCM_HIP_STEM may be set at compile time
+ * (the tests build a copy that looks for libraries that cannot exist, in the same order). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,9 +11,11 @@
 
 #include "backend.h"
 
-#ifndef ROCM_HIP_LIBRARIES
-#define ROCM_HIP_LIBRARIES "libamdhip64.so.6", "libamdhip64.so.5"
+#ifndef ROCM_HIP_STEM
+#define ROCM_HIP_STEM "libamdhip64"
 #endif
+/* Newest first: a machine with several ROCm installed gets the newest. */
+#define ROCM_HIP_LIBRARIES ROCM_HIP_STEM ".so.7", ROCM_HIP_STEM ".so.6", ROCM_HIP_STEM ".so.5"
 
 struct rocm_hip rocm_hip;
 

@@ -1,6 +1,8 @@
 /* The simulated runtime's events: each belongs to the device current at its creation (recording
  * it on another device's stream is simErrorInvalidResourceHandle, as in CUDA); a record and a
- * wait are operations queued on a stream; a destroyed event is detected, never freed. */
+ * wait are operations queued on a stream, and a wait (or a host synchronize) holds the record
+ * made before its call, never a later one (sim_record); a destroyed event is detected, never
+ * freed. */
 #include "simrt_internal.h"
 
 #include <stdlib.h>
@@ -39,12 +41,37 @@ simError_t simEventRecord(simEvent_t ev, simStream_t h) {
   simError_t e = valid_event(ev) ? sim__stream_of(h, &s) : simErrorInvalidResourceHandle;
   if (!e && s->device != ev->device)
     e = simErrorInvalidResourceHandle; /* CUDA: the event and the stream must share a device */
+  if (!e && s->capture) {              /* a node of the capture: only waits inside it may use it */
+    if (s->capture->invalidated)
+      e = simErrorStreamCaptureInvalidated;
+    else
+      ev->capture_id = s->capture->id;
+    pthread_mutex_unlock(&rt.lock);
+    return e;
+  }
   if (!e)
-    e = sim__submit(s, (sim_op){.kind = OP_RECORD, .event = ev, .target = ev->recorded + 1});
-  if (!e)
-    ev->recorded++;
+    ev->capture_id = 0;
+  sim_record *rec = NULL;
+  if (!e && !(rec = calloc(1, sizeof *rec)))
+    e = simErrorMemoryAllocation;
+  if (!e) {
+    rec->refs = 2; /* the event's, and the queued record's (dropped when it runs) */
+    e = sim__submit(s, (sim_op){.kind = OP_RECORD, .event = ev, .record = rec});
+    if (e) {
+      free(rec);
+    } else {
+      if (ev->last)
+        sim__record_unref(ev->last);
+      ev->last = rec;
+    }
+  }
   pthread_mutex_unlock(&rt.lock);
   return e;
+}
+
+void sim__record_unref(sim_record *r) {
+  if (--r->refs == 0)
+    free(r);
 }
 
 simError_t simStreamWaitEvent(simStream_t h, simEvent_t ev, unsigned flags) {
@@ -54,8 +81,19 @@ simError_t simStreamWaitEvent(simStream_t h, simEvent_t ev, unsigned flags) {
   pthread_mutex_lock(&rt.lock);
   struct simStream *s;
   simError_t e = valid_event(ev) ? sim__stream_of(h, &s) : simErrorInvalidResourceHandle;
-  if (!e && ev->completed < ev->recorded) /* waits for the record made before this call */
-    e = sim__submit(s, (sim_op){.kind = OP_WAIT_EVENT, .event = ev, .target = ev->recorded});
+  sim_capture *in = e ? NULL : sim__capture_by_id(ev->capture_id);
+  if (!e && s->capture) { /* capture order keeps the graph's order: a wait inside is implied */
+    if (s->capture->invalidated)
+      e = simErrorStreamCaptureInvalidated;
+    else if (in != s->capture && (in || ev->last)) /* across the capture's boundary */
+      e = sim__capture_invalidate(s, simErrorStreamCaptureIsolation);
+  } else if (!e && in) {
+    s->capture = in;                              /* a wait on a captured event joins the capture */
+  } else if (!e && ev->last && !ev->last->done) { /* holds the record made before this call */
+    e = sim__submit(s, (sim_op){.kind = OP_WAIT_EVENT, .event = ev, .record = ev->last});
+    if (!e)
+      ev->last->refs++;
+  }
   pthread_mutex_unlock(&rt.lock);
   return e;
 }
@@ -64,10 +102,19 @@ simError_t simEventSynchronize(simEvent_t ev) {
   INJECT("EventSynchronize");
   pthread_mutex_lock(&rt.lock);
   simError_t e = valid_event(ev) ? simSuccess : simErrorInvalidResourceHandle;
-  if (!e) {
-    uint64_t target = ev->recorded;
-    while (ev->completed < target)
-      pthread_cond_wait(&rt.progress, &rt.lock);
+  sim_capture *in = e ? NULL : sim__capture_by_id(ev->capture_id);
+  if (in) { /* a host wait on a graph's node */
+    in->invalidated = 1;
+    e = simErrorCapturedEvent;
+  }
+  sim_record *rec = e ? NULL : ev->last;
+  if (rec) { /* the record made before this call, not a later one */
+    rec->refs++;
+    while (!rec->done) {
+      sim__host_wait("an event synchronize");
+    }
+    sim__record_unref(rec);
+    sim__pool_trim(ev->device); /* pools give back what they keep above their threshold */
   }
   pthread_mutex_unlock(&rt.lock);
   return e;
@@ -78,7 +125,10 @@ simError_t simEventDestroy(simEvent_t ev) {
   pthread_mutex_lock(&rt.lock);
   simError_t e = valid_event(ev) ? simSuccess : simErrorInvalidResourceHandle;
   if (!e) {
-    ev->destroyed = 1; /* queued records and waits still complete */
+    ev->destroyed = 1; /* queued records and waits still complete: they hold their records */
+    if (ev->last)
+      sim__record_unref(ev->last);
+    ev->last = NULL;
     rt.events_live--;
   }
   pthread_mutex_unlock(&rt.lock);

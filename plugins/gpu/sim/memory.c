@@ -19,32 +19,43 @@ simError_t sim__device_ready(int d) {
   int fd = memfd_create(IPCFD_NAME_SIM, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
     return simErrorInitializationError;
-  if (ftruncate(fd, (off_t)rt.memory) != 0 || ipcfd_seal(fd) != 0) {
+  size_t tags_len = sim__tags_len(rt.memory); /* past the device's bytes: ipc.c's export tags */
+  if (ftruncate(fd, (off_t)(rt.memory + tags_len)) != 0 || ipcfd_seal(fd) != 0) {
     close(fd);
     return simErrorInitializationError;
   }
   /* the address handed out faults on any host access; the runtime uses the private view */
   char *pub = mmap(NULL, rt.memory, PROT_NONE, MAP_SHARED, fd, 0);
   char *priv = mmap(NULL, rt.memory, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *tags = mmap(NULL, tags_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)rt.memory);
   sim_block *b = malloc(16 * sizeof *b);
-  if (pub == MAP_FAILED || priv == MAP_FAILED || !b) {
+  if (pub == MAP_FAILED || priv == MAP_FAILED || tags == MAP_FAILED || !b) {
     close(fd);
     if (pub != MAP_FAILED)
       munmap(pub, rt.memory);
     if (priv != MAP_FAILED)
       munmap(priv, rt.memory);
+    if (tags != MAP_FAILED)
+      munmap(tags, tags_len);
     free(b);
     return simErrorInitializationError;
   }
+  /* device memory stays the parent's: a forked child faults on both views, as on CUDA
+   * (process.c) */
+  madvise(pub, rt.memory, MADV_DONTFORK);
+  madvise(priv, rt.memory, MADV_DONTFORK);
   dv->fd = fd;
   dv->pub = pub;
   dv->priv = priv;
   dv->size = rt.memory;
+  dv->tags = tags;
+  dv->tags_len = tags_len;
   dv->blocks = b;
   dv->cap = 16;
   dv->nblocks = 1;
   b[0] = (sim_block){0, rt.memory, B_FREE, NULL, 0, NULL, 0};
   dv->default_pool = (struct simMemPool){.device = d, .is_default = 1};
+  dv->managed_pool = (struct simMemPool){.device = d, .is_default = 1, .managed = 1};
   dv->ready = 1;
   return simSuccess;
 }
@@ -55,6 +66,7 @@ void sim__device_teardown(int d) {
     return;
   munmap(dv->pub, dv->size);
   munmap(dv->priv, dv->size);
+  munmap(dv->tags, dv->tags_len);
   close(dv->fd);
   free(dv->blocks);
   struct simStream *legacy = dv->legacy; /* its worker stays idle: streams are never freed */
@@ -117,6 +129,72 @@ static void release_quarantine(sim_device *dv, int all) {
     }
 }
 
+/* A block that pool keeps and an allocation of need bytes ordered on s may take, as CUDA's
+ * stream-ordered allocator reuses: any block that fits whose free is queued on s, run or not
+ * (stream order puts the free first); one freed on another stream only once that free has run
+ * and its random delay passed (opportunistic reuse, which a program may not count on). *at: its
+ * index. A multiple of 2 MiB takes only a block that starts a chunk (ipc.c). */
+static int pool_reuse(const sim_device *dv, const struct simMemPool *pool,
+                      const struct simStream *s, size_t need, size_t *at) {
+  uint64_t t = sim__now_ns();
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < dv->nblocks; i++) {
+      const sim_block *b = &dv->blocks[i];
+      if (b->pool != pool || b->size < need || (need % SIM_CHUNK == 0 && b->off % SIM_CHUNK))
+        continue;
+      int mine = b->freeing_on == s && (b->state == B_FREEING || b->state == B_QUARANTINE);
+      if (pass == 0 ? mine : b->state == B_QUARANTINE && b->release_ns <= t) {
+        *at = i;
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* Block i of dv keeps its first need bytes; the rest becomes a block of the same state, pool and
+ * free (a pending free then covers both: its op names the whole range). */
+static simError_t split_front(sim_device *dv, size_t i, size_t need) {
+  if (dv->nblocks == dv->cap) {
+    sim_block *g = realloc(dv->blocks, dv->cap * 2 * sizeof *g);
+    if (!g)
+      return simErrorMemoryAllocation;
+    dv->blocks = g;
+    dv->cap *= 2;
+  }
+  memmove(&dv->blocks[i + 2], &dv->blocks[i + 1], (dv->nblocks - i - 1) * sizeof(sim_block));
+  dv->nblocks++;
+  sim_block rest = dv->blocks[i];
+  rest.off += need;
+  rest.size -= need;
+  rest.export_tag = 0;
+  dv->blocks[i + 1] = rest;
+  dv->blocks[i].size = need;
+  return simSuccess;
+}
+
+/* What pool keeps reserved on dv: its blocks whose free ran. */
+static uint64_t pool_kept(const sim_device *dv, const struct simMemPool *pool) {
+  uint64_t kept = 0;
+  for (size_t j = 0; j < dv->nblocks; j++)
+    if (dv->blocks[j].state == B_QUARANTINE && dv->blocks[j].pool == pool)
+      kept += dv->blocks[j].size;
+  return kept;
+}
+
+void sim__pool_trim(int d) {
+  sim_device *dv = &rt.devs[d];
+  for (size_t i = 0; dv->ready && i < dv->nblocks;) {
+    sim_block *b = &dv->blocks[i];
+    uint64_t kept = b->state == B_QUARANTINE ? pool_kept(dv, b->pool) : 0;
+    if (b->state != B_QUARANTINE || kept <= b->pool->release_threshold) {
+      i++;
+      continue;
+    }
+    sim__release_block(dv, i); /* back to the device */
+    i = 0;                     /* blocks merged and moved: look again */
+  }
+}
+
 /* Allocates n bytes of device d for pool (NULL: simMalloc). An allocation ordered on stream s
  * may take, at once, a block of the same size whose free is queued on s and has not run yet:
  * stream order puts that free before any work queued on s later, as CUDA's pools allow. */
@@ -129,23 +207,44 @@ simError_t sim__block_alloc(int d, size_t n, struct simMemPool *pool, struct sim
   size_t need = n ? (n + SIM_ALIGN - 1) / SIM_ALIGN * SIM_ALIGN : SIM_ALIGN;
   if (need < n)
     return simErrorMemoryAllocation;
-  for (size_t i = 0; s && pool && i < dv->nblocks; i++) {
-    sim_block *b = &dv->blocks[i];
-    if (b->state == B_FREEING && b->freeing_on == s && b->pool == pool && b->size == need) {
-      b->state = B_LIVE; /* its pending free still poisons it, in s's order */
-      b->gen++;
-      *out = dv->pub + b->off;
-      return simSuccess;
-    }
+  size_t at;
+  if (s && pool && pool_reuse(dv, pool, s, need, &at)) {
+    if (dv->blocks[at].size > need && split_front(dv, at, need) != simSuccess)
+      return simErrorMemoryAllocation;
+    sim_block *b = &dv->blocks[at];
+    if (b->state == B_QUARANTINE) /* its free ran: back in use */
+      pool->used += b->size;
+    b->state = B_LIVE; /* a free still queued on s poisons it first, in s's order */
+    b->gen++;
+    *out = dv->pub + b->off;
+    return simSuccess;
   }
   if (pool && pool->max_size && pool->used + need > pool->max_size)
     return simErrorMemoryAllocation;
-  release_quarantine(dv, 0);
+  /* as CUDA's cudaMalloc: a size that is a multiple of 2 MiB gets chunks of its own (IPC maps
+   * nothing else with it); smaller ones share chunks (ipc.c) */
+  size_t align = need % SIM_CHUNK == 0 ? SIM_CHUNK : SIM_ALIGN;
   for (int attempt = 0; attempt < 2; attempt++) {
     for (size_t i = 0; i < dv->nblocks; i++) {
       sim_block *b = &dv->blocks[i];
-      if (b->state != B_FREE || b->size < need)
+      size_t lead = (align - b->off % align) % align;
+      if (b->state != B_FREE || b->size < need || b->size - need < lead)
         continue;
+      if (lead) { /* a free piece before the chunk-aligned start */
+        if (dv->nblocks == dv->cap) {
+          sim_block *g = realloc(dv->blocks, dv->cap * 2 * sizeof *g);
+          if (!g)
+            return simErrorMemoryAllocation;
+          dv->blocks = g;
+          dv->cap *= 2;
+        }
+        b = &dv->blocks[i];
+        memmove(&dv->blocks[i + 1], &dv->blocks[i], (dv->nblocks - i) * sizeof(sim_block));
+        dv->nblocks++;
+        dv->blocks[i].size = lead;
+        b = &dv->blocks[++i];
+        *b = (sim_block){b->off + lead, b->size - lead, B_FREE, NULL, 0, NULL, 0};
+      }
       if (b->size > need) { /* split */
         if (dv->nblocks == dv->cap) {
           sim_block *g = realloc(dv->blocks, dv->cap * 2 * sizeof *g);
@@ -199,8 +298,8 @@ sim_region *sim__find_region(const void *p, size_t n) {
 
 sim_import *sim__find_import(const void *p) {
   for (size_t i = 0; i < rt.nimports; i++)
-    if ((const char *)p >= rt.imports[i].ptr &&
-        (const char *)p < rt.imports[i].ptr + rt.imports[i].size)
+    if ((const char *)p >= rt.imports[i].pub_map &&
+        (const char *)p < rt.imports[i].pub_map + rt.imports[i].map_len)
       return &rt.imports[i];
   return NULL;
 }
@@ -227,12 +326,15 @@ simError_t sim__resolve(const void *p, size_t n, char **addr, int *dev) {
     *addr = dv->priv + off;
     return simSuccess;
   }
-  const sim_import *im = sim__find_import(p);
-  if (im) {
-    size_t off = (size_t)((const char *)p - im->ptr);
-    if (off + n > im->size || off + n < off)
+  sim_import *im = sim__find_import(p);
+  if (im) { /* anywhere in the chunk mapped, as CUDA exposes it; never after the exporter's free */
+    size_t off = (size_t)((const char *)p - im->pub_map);
+    if (off + n > im->map_len || off + n < off)
       return simErrorInvalidValue;
-    *addr = im->priv_map + (size_t)((const char *)p - im->pub_map);
+    simError_t e = sim__import_live(im);
+    if (e)
+      return e;
+    *addr = im->priv_map + off;
     *dev = im->device;
     return simSuccess;
   }
@@ -256,7 +358,7 @@ simError_t sim__add_region(size_t n, int managed, void **out) {
   if (p == MAP_FAILED)
     return simErrorMemoryAllocation;
   memset(p, FILL_NEW, len);
-  rt.regions[rt.nregions++] = (sim_region){p, len, managed, tls_device};
+  rt.regions[rt.nregions++] = (sim_region){p, len, managed, tls_device, 0, NULL, 0};
   *out = p;
   return simSuccess;
 }
@@ -271,4 +373,15 @@ simError_t sim__drop_region(void *p, int managed) {
       return simSuccess;
     }
   return simErrorInvalidValue;
+}
+
+/* The stream-ordered free of a managed pool's allocation, when it runs: poisoned, returned to
+ * the pool's count and unmapped (a later touch faults, as a use after free may). */
+void sim__free_pool_region(void *p) {
+  sim_region *r = sim__find_region(p, 1);
+  if (!r || r->ptr != p || !r->pool)
+    return;
+  memset(r->ptr, FILL_FREED, r->size);
+  r->pool->used -= r->size;
+  sim__drop_region(p, 1);
 }

@@ -13,6 +13,7 @@ struct sim_runtime rt = {
 };
 
 __thread int tls_device;
+__thread int tls_bound;
 __thread int tls_kernel_device = -1;
 
 /* ------------------------------------------------------------------ configuration, stats */
@@ -28,6 +29,8 @@ static int anything_live(void) {
 }
 
 simError_t simConfigure(int devices, size_t memory, unsigned jitter_us, uint64_t seed) {
+  if (sim__forked()) /* the plugin's configuration: no initialisation, but the fork rule */
+    return simErrorInitializationError;
   if (devices < 0 || devices > SIM_MAX_DEVICES || memory < SIM_ALIGN)
     return simErrorInvalidValue;
   memory = (memory + 4095) / 4096 * 4096;
@@ -78,6 +81,9 @@ void sim__stats(uint64_t *streams_created, uint64_t *streams_live, uint64_t *eve
 /* For the test entry's "on device d" calls: makes d the calling thread's device (*prev: the
  * one to restore), or says why not. */
 static simError_t use_device(int d, int *prev) {
+  *prev = tls_device;
+  if (sim__enter()) /* the fork rule, before the lock a parent's thread may have held */
+    return simErrorInitializationError;
   pthread_mutex_lock(&rt.lock);
   simError_t e = sim__valid_device(d) ? simSuccess : simErrorInvalidDevice;
   pthread_mutex_unlock(&rt.lock);

@@ -91,6 +91,9 @@ static simError_t new_stream(int d, unsigned flags, int legacy, int per_thread,
 simError_t sim__stream_of(simStream_t h, struct simStream **out) {
   int d = tls_device;
   if (h == NULL || h == simStreamLegacy) {
+    simError_t c = sim__capture_check(d, 1); /* an implicit dependency on a capture */
+    if (c)
+      return c;
     if (!rt.devs[d].legacy) {
       simError_t e = new_stream(d, simStreamDefault, 1, 0, &rt.devs[d].legacy);
       if (e)
@@ -176,6 +179,8 @@ simError_t sim__submit(struct simStream *s, sim_op o) {
   if (!p)
     return simErrorMemoryAllocation;
   *p = o;
+  if (s->capture) /* not run: a node of the capture's graph */
+    return sim__capture_take(s, p);
   simError_t e = enqueue(s, p);
   if (e)
     free(p);
@@ -191,29 +196,43 @@ static void execute(struct simStream *s, sim_op *o) {
     memset(o->dst, o->value, o->n);
     break;
   case OP_KERNEL:
+    if (sim__async_fault("Kernel") != simSuccess)
+      break; /* it faulted instead of running: the next call reports it */
     tls_kernel_device = s->device;
     o->fn(o->user);
     tls_kernel_device = -1;
     break;
   case OP_FREE: {
     pthread_mutex_lock(&rt.lock);
+    if (o->device < 0) { /* a managed pool's allocation (memory.c) */
+      sim__free_pool_region(o->dst);
+      rt.frees_pending--;
+      pthread_mutex_unlock(&rt.lock);
+      break;
+    }
     sim_device *dv = &rt.devs[o->device];
-    size_t i = dv->ready ? sim__block_at(dv, o->off) : 0;
-    sim_block *b = dv->ready ? &dv->blocks[i] : NULL;
-    if (b && b->off == o->off && b->state == B_LIVE && b->gen != o->gen) {
-      /* reused on this stream before the free ran: the poison lands in stream order, and
-       * clobbers only work of the new owner that is not ordered after this stream */
-      memset(dv->priv + b->off, FILL_FREED, b->size);
-    } else if (b && b->off == o->off && b->state == B_FREEING && b->gen == o->gen) {
-      memset(dv->priv + b->off, FILL_FREED, b->size); /* a late reader sees poison */
-      if (b->pool)
+    unsigned delay = stream_delay_us(s, 4 * rt.jitter_us);
+    /* the freed range [off, off + n): one block, or several where allocations on this stream
+     * took parts of it before the free ran (memory.c) */
+    for (size_t i = dv->ready ? sim__block_at(dv, o->off) : 0;
+         dv->ready && i < dv->nblocks && dv->blocks[i].off < o->off + o->n; i++) {
+      sim_block *b = &dv->blocks[i];
+      if (b->off < o->off)
+        continue;
+      if (b->state == B_LIVE && b->gen != o->gen) {
+        /* reused on this stream before the free ran: the poison lands in stream order, and
+         * clobbers only work of the new owner that is not ordered after this stream */
+        memset(dv->priv + b->off, FILL_FREED, b->size);
+      } else if (b->state == B_FREEING && b->gen == o->gen) {
+        memset(dv->priv + b->off, FILL_FREED, b->size); /* a late reader sees poison */
+        if (!b->pool) { /* not a pool's (simMalloc memory): back to the device, never split */
+          sim__release_block(dv, i);
+          break;
+        }
         b->pool->used -= b->size;
-      unsigned delay = stream_delay_us(s, 4 * rt.jitter_us);
-      if (delay) {
-        b->state = B_QUARANTINE; /* reused only after a random delay */
+        b->state = B_QUARANTINE; /* the pool keeps it (used, to MemGetInfo) until a synchronize
+                                  * trims it; other streams reuse it after a random delay */
         b->release_ns = sim__now_ns() + (uint64_t)delay * 1000u;
-      } else {
-        sim__release_block(dv, i);
       }
     }
     rt.frees_pending--;
@@ -222,14 +241,15 @@ static void execute(struct simStream *s, sim_op *o) {
   }
   case OP_RECORD:
     pthread_mutex_lock(&rt.lock);
-    if (o->event->completed < o->target)
-      o->event->completed = o->target;
+    o->record->done = 1;
+    sim__record_unref(o->record);
     pthread_mutex_unlock(&rt.lock);
     break;
-  case OP_WAIT_EVENT:
+  case OP_WAIT_EVENT: /* the record captured when the wait was queued */
     pthread_mutex_lock(&rt.lock);
-    while (o->event->completed < o->target)
+    while (!o->record->done)
       pthread_cond_wait(&rt.progress, &rt.lock);
+    sim__record_unref(o->record);
     pthread_mutex_unlock(&rt.lock);
     break;
   case OP_WAIT_STREAM:
@@ -257,7 +277,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&rt.lock);
     sleep_us(delay);
     execute(s, o);
-    free(o);
+    sim__op_free(o);
     pthread_mutex_lock(&rt.lock);
     s->done++;
     pthread_cond_broadcast(&rt.progress);
@@ -266,11 +286,29 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+void sim__op_free(sim_op *o) {
+  if (o->user_free)
+    o->user_free(o->user);
+  free(o);
+}
+
+simError_t sim__launch_owned(simStream_t h, void (*fn)(void *), void *user,
+                             void (*user_free)(void *)) {
+  pthread_mutex_lock(&rt.lock);
+  struct simStream *s;
+  simError_t e = sim__stream_of(h, &s);
+  if (!e)
+    e = sim__submit(s, (sim_op){.kind = OP_KERNEL, .fn = fn, .user = user, .user_free = user_free});
+  pthread_mutex_unlock(&rt.lock);
+  return e;
+}
+
 /* Host wait until s has done everything queued so far. Caller holds the lock. */
 static void drain(struct simStream *s) {
   uint64_t target = s->submitted;
-  while (s->done < target)
-    pthread_cond_wait(&rt.progress, &rt.lock);
+  while (s->done < target) {
+    sim__host_wait("a stream synchronize");
+  }
 }
 
 void sim__drain_device(int d) {
@@ -283,8 +321,9 @@ void sim__drain_device(int d) {
       targets[n++] = s->submitted;
     }
   for (size_t i = 0; i < n; i++)
-    while (list[i]->done < targets[i])
-      pthread_cond_wait(&rt.progress, &rt.lock);
+    while (list[i]->done < targets[i]) {
+      sim__host_wait("a device synchronize");
+    }
 }
 
 /* ------------------------------------------------------------------ the stream API */
@@ -324,8 +363,12 @@ simError_t simStreamSynchronize(simStream_t h) {
   pthread_mutex_lock(&rt.lock);
   struct simStream *s;
   simError_t e = sim__stream_of(h, &s);
-  if (!e)
+  if (!e && s->capture) /* its work is a graph's: there is nothing to wait for */
+    e = sim__capture_invalidate(s, simErrorStreamCaptureUnsupported);
+  if (!e) {
     drain(s);
+    sim__pool_trim(s->device); /* pools give back what they keep above their threshold */
+  }
   pthread_mutex_unlock(&rt.lock);
   return e;
 }

@@ -15,7 +15,8 @@ static const devmm_host_services *host;
 
 void sim_on_entry(const devmm_host_services *h) { host = h; }
 
-const char *const sim_plugin_options[] = {"devices", "memory", "jitter_us", "seed", NULL};
+const char *const sim_plugin_options[] = {"devices", "memory",          "jitter_us",
+                                          "seed",    "pageable_access", NULL};
 
 static int parse_uint(const char *key, const char *v, unsigned long long max,
                       unsigned long long *out) {
@@ -28,12 +29,17 @@ static int parse_uint(const char *key, const char *v, unsigned long long max,
 }
 
 /* Called at every load with the whole [plugin sim] section (absent keys take their defaults):
- * devices = 2, memory = 256MiB (per device), jitter_us = 50, seed = 1. */
+ * devices = 2, memory = 256MiB (per device), jitter_us = 50, seed = 1, pageable_access = false
+ * (most machines: no HMM or ATS, so sim.system is refused). */
 int sim_configure(const devmm_option *o, size_t n) {
   unsigned long long devices = 2, jitter = 50, seed = 1;
   size_t memory = (size_t)256 << 20;
+  int pageable = 0;
   for (size_t i = 0; i < n; i++) {
     int rc = DEVMM_OK;
+    if (strcmp(o[i].key, "pageable_access") == 0 && host->parse_bool(o[i].value, &pageable))
+      return host->set_error(DEVMM_EINVAL, "pageable_access = %s: expected true or false",
+                             o[i].value);
     if (strcmp(o[i].key, "devices") == 0)
       rc = parse_uint("devices", o[i].value, 16, &devices);
     else if (strcmp(o[i].key, "jitter_us") == 0)
@@ -47,6 +53,8 @@ int sim_configure(const devmm_option *o, size_t n) {
       return rc;
   }
   simError_t e = simConfigure((int)devices, memory, (unsigned)jitter, seed);
+  if (e == simSuccess)
+    simConfigurePageableAccess(pageable);
   if (e == simErrorNotReady)
     return host->set_error(DEVMM_ESTATE,
                            "devices = %llu, memory = %zu: the device count and memory cannot "
@@ -142,7 +150,6 @@ static void fill_kernel(void *user) {
   unsigned char *v = simDeviceView(a->ptr, a->n);
   for (size_t i = 0; v && i < a->n; i++)
     __atomic_store_n(&v[i], (unsigned char)a->byte, __ATOMIC_RELAXED);
-  free(a);
 }
 
 static void check_kernel(void *user) {
@@ -152,7 +159,6 @@ static void check_kernel(void *user) {
   for (size_t i = 0; ok && i < a->n; i++)
     ok = __atomic_load_n(&v[i], __ATOMIC_RELAXED) == (unsigned char)a->byte;
   __atomic_store_n(a->result, ok, __ATOMIC_RELEASE);
-  free(a);
 }
 
 static int launch_builtin(void *stream, void (*k)(void *), void *ptr, int byte, size_t n,
@@ -161,7 +167,11 @@ static int launch_builtin(void *stream, void (*k)(void *), void *ptr, int byte, 
   if (!a)
     return host->set_error(DEVMM_ENOMEM, "%s: out of host memory", what);
   *a = (fill_args){ptr, n, byte, result};
-  simError_t e = simLaunchHostFunc(stream, k, a);
+  simError_t e = sim__enter(); /* the fork rule, as every runtime call */
+  if (!e)
+    e = simKernelArgument(stream, ptr, n); /* pageable memory: refused at launch */
+  if (!e)
+    e = sim__launch_owned(stream, k, a, free); /* a captured one: its graph's */
   if (e)
     free(a);
   return status(e, "LaunchHostFunc");
@@ -185,6 +195,53 @@ API int devmm_sim_inject(const char *call, int skip, int error) {
   return DEVMM_OK;
 }
 
+API int devmm_sim_peer_access(int device, int peer, int enable) {
+  int prev = 0;
+  simError_t e = simGetDevice(&prev);
+  if (!e)
+    e = simSetDevice(device);
+  if (!e) {
+    e = enable ? simDeviceEnablePeerAccess(peer, 0) : simDeviceDisablePeerAccess(peer);
+    simSetDevice(prev);
+  }
+  return status(e, enable ? "DeviceEnablePeerAccess" : "DeviceDisablePeerAccess");
+}
+
+API int devmm_sim_pool_set_access(int device, int accessor, int flags) {
+  simMemPool_t pool;
+  simError_t e = simDeviceGetDefaultMemPool(&pool, device);
+  simMemAccessDesc d = {{simMemLocationTypeDevice, accessor}, flags};
+  if (!e)
+    e = simMemPoolSetAccess(pool, &d, 1);
+  return status(e, "MemPoolSetAccess");
+}
+
+API int devmm_sim_host_alloc(int device, size_t n, int portable, void **out) {
+  if (!out)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_host_alloc: out is NULL");
+  int prev = 0;
+  simError_t e = simGetDevice(&prev);
+  if (!e)
+    e = simSetDevice(device);
+  if (!e) {
+    e = simHostAlloc(out, n, portable ? simHostAllocPortable : simHostAllocDefault);
+    simSetDevice(prev);
+  }
+  return status(e, "HostAlloc");
+}
+
+API int devmm_sim_free_host(void *p) { return status(simFreeHost(p), "FreeHost"); }
+
+API int devmm_sim_ctx_create(int device, void **ctx) {
+  return status(simCtxCreate((simCtx_t *)ctx, 0, device), "CtxCreate");
+}
+
+API int devmm_sim_ctx_current(void **ctx) {
+  if (!ctx)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_ctx_current: ctx is NULL");
+  return status(simCtxGetCurrentHandle((simCtx_t *)ctx), "CtxGetCurrent");
+}
+
 API int devmm_sim_stats_get(devmm_sim_stats *out) {
   if (!out || out->struct_size < sizeof *out)
     return host->set_error(DEVMM_EINVAL, "devmm_sim_stats_get: out is NULL or its struct_size is "
@@ -194,10 +251,92 @@ API int devmm_sim_stats_get(devmm_sim_stats *out) {
   return DEVMM_OK;
 }
 
+API int devmm_sim_runtime_state(void) { return sim__runtime_state(); }
+
 API int devmm_sim_default_pool_threshold(int device, uint64_t *out) {
   simMemPool_t pool;
   simError_t e = simDeviceGetDefaultMemPool(&pool, device);
   if (!e)
     e = simMemPoolGetAttribute(pool, simMemPoolAttrReleaseThreshold, out);
   return status(e, "MemPoolGetAttribute");
+}
+
+/* ------------------------------------------------------------------ stream capture */
+
+API int devmm_sim_capture_begin(void *stream, int mode) {
+  return status(simStreamBeginCapture(stream, (simStreamCaptureMode)mode), "StreamBeginCapture");
+}
+
+API int devmm_sim_capture_end(void *stream, void **graph) {
+  if (!graph)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_capture_end: graph is NULL");
+  return status(simStreamEndCapture(stream, (simGraph_t *)graph), "StreamEndCapture");
+}
+
+API int devmm_sim_capture_status(void *stream, int *capture_status, uint64_t *id) {
+  if (!capture_status)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_capture_status: status is NULL");
+  simStreamCaptureStatus st;
+  unsigned long long x = 0;
+  simError_t e = simStreamGetCaptureInfo(stream, &st, &x);
+  *capture_status = e ? -1 : (int)st;
+  if (id)
+    *id = x;
+  return status(e, "StreamGetCaptureInfo");
+}
+
+API int devmm_sim_capture_mode(int *mode) {
+  if (!mode)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_capture_mode: mode is NULL");
+  simStreamCaptureMode m = (simStreamCaptureMode)*mode;
+  simError_t e = simThreadExchangeStreamCaptureMode(&m);
+  if (!e)
+    *mode = (int)m;
+  return status(e, "ThreadExchangeStreamCaptureMode");
+}
+
+API int devmm_sim_graph_launch(void *graph, void *stream) {
+  return status(simGraphLaunch(graph, stream), "GraphLaunch");
+}
+
+API int devmm_sim_graph_destroy(void *graph) {
+  return status(simGraphDestroy(graph), "GraphDestroy");
+}
+
+API size_t devmm_sim_graph_nodes(void *graph) { return sim__graph_nodes(graph); }
+
+API int devmm_sim_malloc(int device, size_t n, void **ptr) {
+  if (!ptr)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_malloc: ptr is NULL");
+  int prev;
+  simGetDevice(&prev);
+  simError_t e = simSetDevice(device);
+  if (!e)
+    e = simMalloc(ptr, n);
+  simSetDevice(prev);
+  return status(e, "Malloc");
+}
+
+API int devmm_sim_free(void *ptr) { return status(simFree(ptr), "Free"); }
+
+API int devmm_sim_preferred_location(const void *ptr, int *location) {
+  if (!location)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_preferred_location: location is NULL");
+  *location = -2;
+  int loc;
+  if (simPreferredLocation(ptr, &loc) == simSuccess)
+    *location = loc;
+  return DEVMM_OK;
+}
+
+API int devmm_sim_pool_create(int device, void **pool) {
+  if (!pool)
+    return host->set_error(DEVMM_EINVAL, "devmm_sim_pool_create: pool is NULL");
+  simMemPoolProps props = {
+      simMemAllocationTypePinned, simMemHandleTypeNone, {simMemLocationTypeDevice, device}, 0};
+  return status(simMemPoolCreate((simMemPool_t *)pool, &props), "MemPoolCreate");
+}
+
+API int devmm_sim_pool_destroy(void *pool) {
+  return status(simMemPoolDestroy(pool), "MemPoolDestroy");
 }

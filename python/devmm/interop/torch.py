@@ -11,6 +11,16 @@ C++ exception the allocator throws into one (it has no other way to hear of a fa
 before torch's first CUDA allocation; after that torch refuses to swap allocators, and this
 raises a clear error.
 
+Other streams (ADR 38): ``tensor.record_stream(s)`` reaches a pluggable allocator only through
+its record_stream hook. Where torch lets Python set it (``allocator().set_record_stream_fn``),
+``use_devmm()`` installs ``devmm_torch_record_stream``: the free then orders the allocation
+stream after each recorded stream's work (one event each), and the memory is reused only after
+it. Where it does not (torch 2.x's ``_cuda_CUDAAllocator`` has no such method), every free waits
+for the whole device on devmm's deferred-free thread before the memory goes back: safe, at the
+cost of memory returned later (a device-wide synchronize per batch of frees, off the caller's
+thread; ``use_devmm(safe_record_stream=False)`` turns that off for programs that never use a
+tensor on a second stream). ``record_stream_hooked()`` says which.
+
     import devmm.interop.torch
     devmm.interop.torch.use_devmm()
     x = torch.empty(1 << 20, device="cuda")     # allocated by devmm
@@ -18,6 +28,7 @@ raises a clear error.
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from .. import _lib
@@ -37,10 +48,42 @@ def shim_path() -> str:
     return names[0]  # the dynamic loader's own search
 
 
-def use_devmm() -> object:
-    """Makes devmm torch's CUDA allocator; returns the ``CUDAPluggableAllocator``."""
-    from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
+_HOOKED: list = []
+
+
+def install_record_stream(alloc: object, device_wide: bool = True) -> bool:
+    """Installs devmm's record_stream hook in a ``CUDAPluggableAllocator`` where torch lets
+    Python set it (True); otherwise (False) makes every torch free wait for its whole device,
+    unless ``device_wide`` is False (then a tensor used on another stream may be reused early,
+    as with any pluggable allocator without the hook)."""
+    native = getattr(alloc, "allocator", None)
+    setter = getattr(native() if callable(native) else None, "set_record_stream_fn", None)
+    hooked = callable(setter)
+    if hooked:
+        setter(ctypes.cast(_lib.torch_record_stream, ctypes.c_void_p).value)
+    _lib.torch_free_waits_for_device(0 if hooked or not device_wide else 1)
+    _HOOKED[:] = [hooked]
+    return hooked
+
+
+def record_stream_hooked() -> bool:
+    """Whether ``use_devmm()`` installed the record_stream hook (else frees wait for the
+    device)."""
+    return bool(_HOOKED and _HOOKED[0])
+
+
+def use_devmm(*, safe_record_stream: bool = True) -> object:
+    """Makes devmm torch's CUDA allocator; returns the ``CUDAPluggableAllocator``.
+    ``safe_record_stream=False``: where torch gives no record_stream hook, frees are not made to
+    wait for the device (for programs that never use a tensor on a second stream)."""
+    try:
+        from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
+    except ImportError:  # torch 1.x (test_use_devmm_on_torch_113_says_which_torch_it_needs)
+        import torch
+        raise ImportError("devmm.interop.torch.use_devmm() needs torch >= 2.0 "
+                          f"(CUDAPluggableAllocator); this is torch {torch.__version__}") from None
     alloc = CUDAPluggableAllocator(shim_path(), "devmm_torch_alloc", "devmm_torch_free")
+    install_record_stream(alloc, device_wide=safe_record_stream)
     try:
         change_current_allocator(alloc)
     except RuntimeError as e:

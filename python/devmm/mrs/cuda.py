@@ -13,7 +13,8 @@ tests/gpu/run.sh, not in the CPU doctests)::
 
 from __future__ import annotations
 
-from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
+from ._gpu import (AsyncManagedResource, AsyncResource, AsyncViewResource, DeviceResource,
+                   ManagedResource, PinnedResource, SamHeadroomResource, SystemResource)
 
 
 class CudaMemoryResource(DeviceResource):
@@ -49,5 +50,41 @@ class PinnedMemoryResource(PinnedResource):
     KIND = "cuda.pinned"
 
 
+class CudaAsyncViewMemoryResource(AsyncViewResource):
+    """A view of a pool another library owns: ``cudaMallocFromPoolAsync`` on it, never
+    ``cudaMemPoolDestroy`` (``cuda.async`` with ``pool = 0x<address>``)."""
+
+    __slots__ = ()
+    KIND = "cuda.async"
+
+
+class CudaAsyncManagedMemoryResource(AsyncManagedResource):
+    """``cudaMallocFromPoolAsync`` on the device's default pool of managed memory
+    (``cuda.async`` with ``pool = managed``): needs CUDA 13 (cudaMemGetDefaultMemPool with
+    cudaMemAllocationTypeManaged), refused with the reason on an older driver."""
+
+    __slots__ = ()
+    KIND = "cuda.async"
+
+
+class SystemMemoryResource(SystemResource):
+    """``malloc``'ed memory that cuda's device addresses, where
+    ``cudaDevAttrPageableMemoryAccess`` is 1 (HMM: Linux >= 6.1 with the open kernel modules;
+    or ATS, as on Grace Hopper); ``headroom``, ``prefetch``: see
+    :class:`devmm.mrs._gpu.SystemResource`."""
+
+    __slots__ = ()
+    KIND = "cuda.system"
+
+
+class SamHeadroomMemoryResource(SamHeadroomResource):
+    """``cuda.system`` with a ``headroom`` (RMM's ``SamHeadroomMemoryResource``)."""
+
+    __slots__ = ()
+    KIND = "cuda.system"
+
+
 __all__ = ["CudaMemoryResource", "CudaAsyncMemoryResource", "ManagedMemoryResource",
-           "PinnedMemoryResource"]
+           "PinnedMemoryResource",
+           "CudaAsyncViewMemoryResource", "SystemMemoryResource", "SamHeadroomMemoryResource",
+           "CudaAsyncManagedMemoryResource"]

@@ -12,7 +12,8 @@ On a GPU machine (this runs in tests/gpu/run.sh, not in the CPU doctests)::
 
 from __future__ import annotations
 
-from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
+from ._gpu import (AsyncManagedResource, AsyncResource, AsyncViewResource, DeviceResource,
+                   ManagedResource, PinnedResource, SamHeadroomResource, SystemResource)
 
 
 class RocmMemoryResource(DeviceResource):
@@ -48,5 +49,40 @@ class PinnedMemoryResource(PinnedResource):
     KIND = "rocm.pinned"
 
 
+class RocmAsyncViewMemoryResource(AsyncViewResource):
+    """A view of a pool another library owns: ``hipMallocFromPoolAsync`` on it, never
+    ``hipMemPoolDestroy`` (``rocm.async`` with ``pool = 0x<address>``)."""
+
+    __slots__ = ()
+    KIND = "rocm.async"
+
+
+class RocmAsyncManagedMemoryResource(AsyncManagedResource):
+    """``hipMallocFromPoolAsync`` on the device's default pool of managed memory
+    (``rocm.async`` with ``pool = managed``): HIP has none: creating one raises DevmmError
+    saying so."""
+
+    __slots__ = ()
+    KIND = "rocm.async"
+
+
+class SystemMemoryResource(SystemResource):
+    """``malloc``'ed memory that rocm's device addresses, where
+    ``hipDeviceAttributePageableMemoryAccess`` is 1 (HMM with XNACK); ``headroom``,
+    ``prefetch``: see :class:`devmm.mrs._gpu.SystemResource`."""
+
+    __slots__ = ()
+    KIND = "rocm.system"
+
+
+class SamHeadroomMemoryResource(SamHeadroomResource):
+    """``rocm.system`` with a ``headroom`` (RMM's ``SamHeadroomMemoryResource``)."""
+
+    __slots__ = ()
+    KIND = "rocm.system"
+
+
 __all__ = ["RocmMemoryResource", "RocmAsyncMemoryResource", "ManagedMemoryResource",
-           "PinnedMemoryResource"]
+           "PinnedMemoryResource",
+           "RocmAsyncViewMemoryResource", "SystemMemoryResource", "SamHeadroomMemoryResource",
+           "RocmAsyncManagedMemoryResource"]

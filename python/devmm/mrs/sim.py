@@ -13,7 +13,8 @@ Resources: :class:`SimMemoryResource`, :class:`SimAsyncMemoryResource`,
 :class:`ManagedMemoryResource`, :class:`PinnedMemoryResource` (host memory: DLPack CPU).
 :func:`runtime` drives the simulator as a program drives a GPU (streams, events, kernels).
 Its settings live in devmm.ini: ``[plugin sim]`` ``devices = 2``, ``memory = 256MiB``,
-``jitter_us = 50``, ``seed = 1``.
+``jitter_us = 50``, ``seed = 1``, ``pageable_access = false`` (true: its devices address pageable
+host memory, as HMM or ATS let a GPU, and :class:`SystemMemoryResource` is offered).
 
 >>> import devmm
 >>> from devmm.mrs.sim import SimAsyncMemoryResource, runtime
@@ -27,6 +28,19 @@ Its settings live in devmm.ini: ``[plugin sim]`` ``devices = 2``, ``memory = 256
 >>> s.synchronize(); ok.value
 1
 >>> s.destroy()
+
+Stream capture follows CUDA's rules (ADR 37): work queued on a capturing stream is recorded into
+a graph; an unsafe call (a device synchronize, the legacy stream, a synchronous malloc) from a
+thread the capture's mode covers invalidates it.
+
+>>> c = sim.stream(0)
+>>> sim.begin_capture(c, "global")
+>>> sim.fill(c, t.data_ptr, 7, 8)           # recorded, not run
+>>> g = sim.end_capture(c); g.nodes
+1
+>>> g.launch(c); ok = sim.check(c, t.data_ptr, 7, 8); c.synchronize(); ok.value
+1
+>>> g.destroy(); c.destroy()
 """
 
 from __future__ import annotations
@@ -35,7 +49,8 @@ import ctypes
 
 from .. import _lib
 from ..config import plugins
-from ._gpu import AsyncResource, DeviceResource, ManagedResource, PinnedResource
+from ._gpu import (AsyncManagedResource, AsyncResource, AsyncViewResource, DeviceResource,
+                   ManagedResource, PinnedResource, SamHeadroomResource, SystemResource)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,10 +84,44 @@ class ManagedMemoryResource(ManagedResource):
 
 
 class PinnedMemoryResource(PinnedResource):
-    """Page-locked host memory, ``simHostAlloc`` (DLPack device CPU)."""
+    """Page-locked host memory, ``simHostAlloc`` (portable), on device ``sim_host:0``: devmm's
+    own device type, apart as ``cuda_host`` is; a consumer asks for it as ``(kDLCPU, 0)``."""
 
     __slots__ = ()
     KIND = "sim.pinned"
+
+
+class SimAsyncViewMemoryResource(AsyncViewResource):
+    """A view of a pool another library owns: ``simMallocFromPoolAsync`` on it, never
+    ``simMemPoolDestroy`` (``sim.async`` with ``pool = 0x<address>``)."""
+
+    __slots__ = ()
+    KIND = "sim.async"
+
+
+class SimAsyncManagedMemoryResource(AsyncManagedResource):
+    """``simMallocFromPoolAsync`` on the device's default pool of managed memory (``sim.async``
+    with ``pool = managed``): the simulator models it (managed regions, freed in stream order)."""
+
+    __slots__ = ()
+    KIND = "sim.async"
+
+
+class SystemMemoryResource(SystemResource):
+    """``malloc``'ed memory that sim's device addresses, where
+    ``simDevAttrPageableMemoryAccess`` is 1 (``[plugin sim] pageable_access = true`` models it;
+    the default is false, as on most machines); ``headroom``, ``prefetch``: see
+    :class:`devmm.mrs._gpu.SystemResource`."""
+
+    __slots__ = ()
+    KIND = "sim.system"
+
+
+class SamHeadroomMemoryResource(SamHeadroomResource):
+    """``sim.system`` with a ``headroom`` (RMM's ``SamHeadroomMemoryResource``)."""
+
+    __slots__ = ()
+    KIND = "sim.system"
 
 
 _P = ctypes.c_void_p
@@ -104,7 +153,19 @@ _SIGNATURES = {
     "inject": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
     "stats_get": [ctypes.POINTER(Stats)],
     "default_pool_threshold": [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)],
+    "capture_begin": [_P, ctypes.c_int],
+    "capture_end": [_P, ctypes.POINTER(_P)],
+    "capture_status": [_P, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64)],
+    "capture_mode": [ctypes.POINTER(ctypes.c_int)],
+    "graph_launch": [_P, _P],
+    "graph_destroy": [_P],
+    "preferred_location": [_P, ctypes.POINTER(ctypes.c_int)],
+    "pool_create": [ctypes.c_int, ctypes.POINTER(_P)],
+    "pool_destroy": [_P],
 }
+
+#: Stream capture modes, as cudaStreamCaptureMode (include/devmm/sim.h).
+CAPTURE_MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
 
 def _handle(stream: object) -> Optional[int]:
@@ -153,6 +214,25 @@ class Event:
         self._rt._call("event_destroy", self.handle)
 
 
+class Graph:
+    """What a capture recorded (:meth:`Runtime.end_capture`): launch it on a stream to run its
+    nodes, in capture order."""
+
+    def __init__(self, rt: "Runtime", handle: int) -> None:
+        self._rt, self.handle = rt, handle
+
+    @property
+    def nodes(self) -> int:
+        return self._rt._nodes(self.handle)
+
+    def launch(self, stream: object) -> None:
+        self._rt._call("graph_launch", self.handle, _handle(stream))
+
+    def destroy(self) -> None:
+        """Destroys it (after the work its launches queued has run)."""
+        self._rt._call("graph_destroy", self.handle)
+
+
 class Check:
     """The result of a :meth:`Runtime.check` kernel: -1 until it ran, then 1 or 0."""
 
@@ -181,6 +261,8 @@ class Runtime:
             fn.restype, fn.argtypes = ctypes.c_int, args
         self._view = self._lib.devmm_sim_view
         self._view.restype, self._view.argtypes = _P, [_P, ctypes.c_size_t]
+        self._nodes = self._lib.devmm_sim_graph_nodes
+        self._nodes.restype, self._nodes.argtypes = ctypes.c_size_t, [_P]
 
     def _call(self, name: str, *args: object) -> None:
         _lib.check(getattr(self._lib, "devmm_sim_" + name)(*args))
@@ -267,11 +349,54 @@ class Runtime:
         self._call("stats_get", ctypes.byref(s))
         return {n: getattr(s, n) for n, _ in Stats._fields_[1:]}
 
+    def begin_capture(self, stream: object, mode: str = "global") -> None:
+        """Starts capturing stream's work into a graph, with CUDA's rules for ``mode``
+        ("global": an unsafe call from any thread in global mode invalidates it;
+        "thread_local": only from this thread; "relaxed": never)."""
+        self._call("capture_begin", _handle(stream), CAPTURE_MODES[mode])
+
+    def end_capture(self, stream: object) -> Graph:
+        """Ends stream's capture: its graph, or a DeviceError naming
+        simErrorStreamCaptureInvalidated when an unsafe call invalidated it."""
+        g = _P()
+        self._call("capture_end", _handle(stream), ctypes.byref(g))
+        return Graph(self, g.value)
+
+    def capture_status(self, stream: object) -> tuple:
+        """("none" | "active" | "invalidated", the capture's id)."""
+        st, cid = ctypes.c_int(), ctypes.c_uint64()
+        self._call("capture_status", _handle(stream), ctypes.byref(st), ctypes.byref(cid))
+        return ("none", "active", "invalidated")[st.value], cid.value
+
+    def exchange_capture_mode(self, mode: str) -> str:
+        """Sets the calling thread's capture interaction mode (as
+        cudaThreadExchangeStreamCaptureMode); returns the previous one."""
+        m = ctypes.c_int(CAPTURE_MODES[mode])
+        self._call("capture_mode", ctypes.byref(m))
+        return {v: k for k, v in CAPTURE_MODES.items()}[m.value]
+
     def default_pool_threshold(self, device: int = 0) -> int:
         """The release threshold of device's default pool (process-wide state)."""
         v = ctypes.c_uint64()
         self._call("default_pool_threshold", device, ctypes.byref(v))
         return v.value
+
+    def preferred_location(self, ptr: int) -> Optional[int]:
+        """The preferred location advice gave pageable memory at ptr (a ``sim.system`` with a
+        headroom advises): a device, -1 for the host, None when none did."""
+        v = ctypes.c_int()
+        self._call("preferred_location", ptr, ctypes.byref(v))
+        return None if v.value == -2 else v.value
+
+    def pool_create(self, device: int = 0) -> int:
+        """A pool of device's memory that the caller owns (as ``cudaMemPoolCreate``), for a
+        :class:`SimAsyncViewMemoryResource`; destroy it with :meth:`pool_destroy`."""
+        out = _P()
+        self._call("pool_create", device, ctypes.byref(out))
+        return out.value
+
+    def pool_destroy(self, pool: int) -> None:
+        self._call("pool_destroy", pool)
 
 
 _RUNTIME: list = []
@@ -291,4 +416,7 @@ def runtime() -> Runtime:
 
 
 __all__ = ["SimMemoryResource", "SimAsyncMemoryResource", "ManagedMemoryResource",
-           "PinnedMemoryResource", "runtime", "Runtime", "Stream", "Event"]
+           "PinnedMemoryResource", "runtime", "Runtime", "Stream", "Event", "Graph",
+           "CAPTURE_MODES",
+           "SimAsyncViewMemoryResource", "SystemMemoryResource", "SamHeadroomMemoryResource",
+           "SimAsyncManagedMemoryResource"]

@@ -55,6 +55,12 @@ void sim_init(unsigned jitter_us, unsigned seed) {
   BIND(inject);
   BIND(stats_get);
   BIND(default_pool_threshold);
+  BIND(peer_access);
+  BIND(pool_set_access);
+  BIND(host_alloc);
+  BIND(free_host);
+  BIND(ctx_create);
+  BIND(ctx_current);
 #undef BIND
   sim.inject(NULL, 0, 0);
   sim.set_device(0);

@@ -28,6 +28,12 @@ typedef struct {
   __typeof__(devmm_sim_inject) *inject;
   __typeof__(devmm_sim_stats_get) *stats_get;
   __typeof__(devmm_sim_default_pool_threshold) *default_pool_threshold;
+  __typeof__(devmm_sim_peer_access) *peer_access;
+  __typeof__(devmm_sim_pool_set_access) *pool_set_access;
+  __typeof__(devmm_sim_host_alloc) *host_alloc;
+  __typeof__(devmm_sim_free_host) *free_host;
+  __typeof__(devmm_sim_ctx_create) *ctx_create;
+  __typeof__(devmm_sim_ctx_current) *ctx_current;
 } sim_entry;
 extern sim_entry sim;
 
