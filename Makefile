@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = fuzz_config fuzz_values fuzz_layout fuzz_log fuzz_ipc_tensor
+FUZZ_TARGETS = fuzz_config fuzz_values fuzz_layout fuzz_log fuzz_ipc_tensor fuzz_ipc_handle
 # fixed: tests/mutation/mutate.py works there
 MUTATE_BUILD = build-mutate
 MUTATE_SAMPLE ?= 20

@@ -3,8 +3,9 @@
 #   tools/deps.sh build   what building and running need (make run): compiler, Meson, ninja,
 #                         libltdl, inih — nothing else
 #   tools/deps.sh test    (default; make deps, make test, make verify) the build's, plus every
-#                         test tool: Check, HIP headers, linters, sanitizers, valgrind, Debian's
-#                         numpy/torch, and the PyPI test venv .venv (numpy >= 2.3, JAX, RMM wheels)
+#                         test tool: Check, HIP headers, CMake, linters, sanitizers, valgrind,
+#                         Debian's numpy/torch, and the PyPI test venv .venv (numpy >= 2.3, JAX,
+#                         RMM wheels)
 #   tools/deps.sh wheel   (make wheel) the build's, plus HIP headers (the ROCm plugin goes into
 #                         the wheel), python3-venv and the wheel tools venv .venv-wheel
 set -euo pipefail
@@ -22,6 +23,8 @@ APT_PACKAGES=(                                         # make test / make verify
   cppcheck clang-format python3-pyflakes shellcheck    # make lint
   python3 python3-venv python3-numpy python3-torch     # legacy-DLPack consumers (numpy 1.24, torch 1.13)
   python3-pytest
+  acl                                                  # setfacl: the trust_acl suite
+  cmake                                                # the example plugin's CMake build
   clang libclang-rt-14-dev valgrind                    # sanitizers, fuzzing, valgrind
   chromium                                             # the timeline's browser test (headless)
 )

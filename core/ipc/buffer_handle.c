@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #define IPC_MAGIC 0x49564d44u /* "DMVI" read as little-endian bytes */
-#define IPC_VERSION 1
+#define IPC_VERSION                                                                                \
+  2 /* 2: cpu.shm carries its allocation's token, sim.device a random tag (ADR 40) */
 
 typedef struct {
   uint32_t magic;
@@ -100,6 +101,13 @@ int devmm_ipc_get_handle(devmm_resource *r, void *ptr, size_t bytes, devmm_ipc_h
   if (strlen(g->kind) >= DEVMM_IPC_KIND_MAX)
     return devmm_set_error(DEVMM_EINVAL, "resource '%s': IPC kind name '%.64s...' is over %d bytes",
                            leaf->name, g->kind, DEVMM_IPC_KIND_MAX - 1);
+  if (!devmm__kind_name_plain(g->kind)) { /* an importer would refuse it (read_header) */
+    char shown[4 * DEVMM_IPC_KIND_MAX + 4];
+    return devmm_set_error(DEVMM_EINVAL,
+                           "resource '%s': IPC kind name '%s' is not a plain kind name (expected "
+                           "<plugin>.<name> in letters, digits, '_' and '-')",
+                           leaf->name, devmm__escape(g->kind, 64, shown, sizeof shown));
+  }
   int rc = g->get_handle(leaf, ptr, bytes, out->bytes + DEVMM_IPC_HEADER_SIZE);
   if (rc) {
     memset(out, 0, sizeof *out);
@@ -136,6 +144,12 @@ static int read_header(const devmm_ipc_handle *hd, ipc_header *h) {
                            "not a devmm IPC handle: it starts with 0x%08x, expected the magic "
                            "0x%08x (a handle is the %d bytes devmm_ipc_get_handle wrote)",
                            (unsigned)h->magic, IPC_MAGIC, DEVMM_IPC_HANDLE_SIZE);
+  if (h->version < IPC_VERSION && h->header_size == DEVMM_IPC_HEADER_SIZE)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "IPC handle of version %u: made by an older devmm, whose handles "
+                           "carry no export token; this devmm reads version %d: export the "
+                           "memory again with this devmm",
+                           h->version, IPC_VERSION);
   if (h->version != IPC_VERSION || h->header_size != DEVMM_IPC_HEADER_SIZE)
     return devmm_set_error(DEVMM_EINVAL,
                            "IPC handle of version %u (header %u bytes): this devmm reads version "
@@ -145,8 +159,18 @@ static int read_header(const devmm_ipc_handle *hd, ipc_header *h) {
     return devmm_set_error(DEVMM_EINVAL,
                            "IPC handle corrupted: its checksum is 0x%08x, its bytes sum to 0x%08x",
                            (unsigned)h->checksum, (unsigned)checksum(hd));
-  if (!memchr(h->kind, 0, sizeof h->kind) || !h->kind[0] || !h->bytes)
+  if (!h->kind[0] || !h->bytes)
     return devmm_set_error(DEVMM_EINVAL, "IPC handle names no kind or no bytes");
+  if (!memchr(h->kind, 0, sizeof h->kind) || !devmm__kind_name_plain(h->kind)) {
+    /* never a path, never text for a log line (ipc_trust: what_a_handle_says_is_escaped) */
+    char shown[4 * DEVMM_IPC_KIND_MAX + 4];
+    devmm__escape(h->kind, sizeof h->kind, shown, sizeof shown);
+    return devmm_set_error(DEVMM_EINVAL,
+                           "IPC handle's kind '%s' is not a plain kind name (expected "
+                           "<plugin>.<name> in letters, digits, '_' and '-', as cpu.shm): the "
+                           "handle is forged or corrupted",
+                           shown);
+  }
   return DEVMM_OK;
 }
 
@@ -214,7 +238,9 @@ static const devmm_resource_ops mapping_ops = {
     .destroy = map_destroy,
 };
 
-/* The resource that opens a handle of kind on device d when the caller names none. */
+/* The resource that opens a handle of kind on device d when the caller names none: the device's
+ * stack, else a new resource of that kind from a plugin already loaded (a handle never loads a
+ * plugin: ipc_trust, kind_names_are_plain_names_of_loaded_plugins). */
 static int opener(const ipc_header *h, devmm_resource **out) {
   devmm_device d = {h->device_type, h->device_id};
   devmm_resource *cur = NULL;
@@ -227,7 +253,7 @@ static int opener(const ipc_header *h, devmm_resource **out) {
     if (*out)
       return DEVMM_OK;
   }
-  int rc = devmm_resource_create_kind(h->kind, h->device_id, NULL, 0, out);
+  int rc = devmm__create_loaded_kind(h->kind, h->device_id, out);
   if (rc) {
     char why[DEVMM__MSG_MAX];
     snprintf(why, sizeof why, "%s", devmm_last_error());

@@ -182,16 +182,20 @@ static int parse(const unsigned char *h, size_t len, devmm_ipc_tensor_info *ti, 
                            "the tensor handle's layout is corrupted (its CRC-32 is 0x%08x, its "
                            "bytes sum to 0x%08x)",
                            (unsigned)crc, (unsigned)sum);
-  char name[DEVMM_IPC_DTYPE_MAX + 1] = "";
+  char name[DEVMM_IPC_DTYPE_MAX + 1] = "", shown[4 * DEVMM_IPC_DTYPE_MAX + 4];
   memcpy(name, h + OFF_DTYPE, DEVMM_IPC_DTYPE_MAX);
+  devmm__escape(name, sizeof name, shown, sizeof shown); /* what a handle says, escaped (ADR 40) */
   for (size_t i = strlen(name); i < DEVMM_IPC_DTYPE_MAX; i++)
     if (name[i])
       return devmm_set_error(DEVMM_EINVAL,
                              "the tensor handle's dtype name '%s' has bytes after its end "
                              "(expected NUL padding)",
-                             name);
+                             shown);
   if (devmm_dtype_parse(name, &ti->dtype) != DEVMM_OK)
-    return devmm_set_error(DEVMM_EINVAL, "the tensor handle's dtype: %.400s", devmm_last_error());
+    return devmm_set_error(DEVMM_EINVAL,
+                           "the tensor handle's dtype: unknown dtype '%s' (devmm_dtype_parse "
+                           "lists the names)",
+                           shown);
   size_t itemsize = devmm_dtype_itemsize(ti->dtype);
   if (!itemsize)
     return devmm_set_error(DEVMM_EINVAL,
@@ -238,6 +242,9 @@ static int parse(const unsigned char *h, size_t len, devmm_ipc_tensor_info *ti, 
                            "the tensor handle's layout overflows 64 bits (offset %llu, last "
                            "element %llu of %zu bytes)",
                            (unsigned long long)ti->byte_offset, (unsigned long long)last, itemsize);
+  uint64_t count; /* a stride-0 view of 2^64 elements would count 0 (ADR 40) */
+  if (devmm__count_elements("the tensor handle's layout", (int)ndim, ti->shape, itemsize, &count))
+    return DEVMM_EOVERFLOW;
   *extent = empty ? 0 : end;
   return DEVMM_OK;
 }

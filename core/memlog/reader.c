@@ -2,9 +2,12 @@
 #include "../base/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define HEADER "Thread,Time,Action,Pointer,Size,Stream"
 #define DAY_NS (86400ull * 1000000000ull)
@@ -68,14 +71,23 @@ typedef struct {
   size_t line;
 } where;
 
+/* A field's first 64 bytes, escaped (control characters as \xNN): a log's text never reaches a
+ * terminal raw through a message (tests/c/suite_log.c log_fields_escaped_in_messages). */
+#define FIELD_SHOWN (64 * 4 + 4)
+
+/* fmt has "%s:%zu" for where and a "%s" for the field, escaped. */
 static int bad(const where *w, const char *fmt, const char *field, size_t len) {
-  return devmm_set_error(DEVMM_EINVAL, fmt, w->name, w->line, (int)(len > 64 ? 64 : len), field);
+  char shown[FIELD_SHOWN];
+  devmm__escape(field, len > 64 ? 64 : len, shown, sizeof shown);
+  return devmm_set_error(DEVMM_EINVAL, fmt, w->name, w->line, shown);
 }
 
+/* 0; -1 not a number; -2 a number past UINT64_MAX (told apart: log_bad_input_is_named). */
 static int parse_u64(const char *s, size_t len, int base, uint64_t *out) {
-  if (!len || len > 20)
+  if (!len)
     return -1;
   uint64_t v = 0;
+  int over = 0;
   for (size_t i = 0; i < len; i++) {
     int d;
     char c = s[i];
@@ -87,12 +99,13 @@ static int parse_u64(const char *s, size_t len, int base, uint64_t *out) {
       d = c - 'A' + 10;
     else
       return -1;
-    if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base)
-      return -1;
-    v = v * (uint64_t)base + (uint64_t)d;
+    if (over || v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base)
+      over = 1;
+    else
+      v = v * (uint64_t)base + (uint64_t)d;
   }
   *out = v;
-  return 0;
+  return over ? -2 : 0;
 }
 
 /* "0x7f...", "(nil)" or "0" (how %p prints NULL), or plain decimal. */
@@ -141,8 +154,9 @@ static int parse_action(const char *s, size_t len, uint32_t *out) {
 typedef struct {
   devmm_log *log;
   size_t cap_events, cap_threads;
-  map threads;        /* thread id -> index (a) */
-  map open;           /* pointer -> oldest open allocation (a), newest (b) */
+  map threads; /* thread id -> index (a) */
+  map open;    /* pointer -> oldest open allocation (a), newest (b); b is -2 once every allocation
+                * of it was freed (a free then is a double free) */
   int64_t *next_open; /* per event: the next open allocation of the same pointer */
   uint64_t last_ns, day;
 } parser;
@@ -185,15 +199,22 @@ static int add_event(parser *p, const where *w, const devmm_log_event *e) {
     if (s == SIZE_MAX)
       return oom(w);
     int64_t a = p->open.a[s];
-    if (a < 0) {
+    if (a < 0 && p->open.b[s] == -2) { /* freed already: counted apart (test_observability) */
+      ev->peer = -2;
+      if (!log->double_frees++)
+        log->first_double_free = i, log->double_free_line = w->line;
+    } else if (a < 0) {
       log->unmatched_frees++;
+      p->open.b[s] = -2; /* a second free of it is a double free */
     } else {
       p->open.a[s] = p->next_open[a];
       if (p->open.a[s] < 0)
-        p->open.b[s] = -1;
+        p->open.b[s] = -2;
       log->events[a].peer = (int64_t)i;
       ev->peer = a;
       log->never_freed--;
+      if (e->bytes != log->events[a].bytes && !log->resized_frees++)
+        log->first_resized_free = i, log->resized_free_line = w->line;
     }
   }
   return DEVMM_OK;
@@ -242,31 +263,50 @@ static int parse_line(parser *p, const where *w, const char *s, size_t len) {
   devmm_log_event e = {0};
   uint64_t tid, ns;
   e.peer = -1;
-  if (parse_u64(f[0], fl[0], 10, &tid))
-    return bad(w, "%s:%zu: Thread '%.*s' is not a thread id: expected a decimal number", f[0],
+  int prc = parse_u64(f[0], fl[0], 10, &tid);
+  if (prc == -2)
+    return bad(w, "%s:%zu: Thread '%s' is too large: expected at most 18446744073709551615", f[0],
                fl[0]);
+  if (prc)
+    return bad(w, "%s:%zu: Thread '%s' is not a thread id: expected a decimal number", f[0], fl[0]);
   if (parse_time(f[1], fl[1], &ns))
-    return bad(w, "%s:%zu: Time '%.*s' is not a time of day: expected HH:MM:SS:micro", f[1], fl[1]);
+    return bad(w, "%s:%zu: Time '%s' is not a time of day: expected HH:MM:SS:micro", f[1], fl[1]);
   if (parse_action(f[2], fl[2], &e.action))
     return bad(w,
-               "%s:%zu: Action '%.*s' is unknown: expected allocate, free, allocate failure "
+               "%s:%zu: Action '%s' is unknown: expected allocate, free, allocate failure "
                "or free failure",
                f[2], fl[2]);
   if (parse_pointer(f[3], fl[3], &e.ptr))
-    return bad(w, "%s:%zu: Pointer '%.*s' is not an address: expected 0x<hex> or (nil)", f[3],
-               fl[3]);
-  if (parse_u64(f[4], fl[4], 10, &e.bytes))
-    return bad(w, "%s:%zu: Size '%.*s' is not a number of bytes: expected a decimal number", f[4],
+    return bad(w, "%s:%zu: Pointer '%s' is not an address: expected 0x<hex> or (nil)", f[3], fl[3]);
+  if ((prc = parse_u64(f[4], fl[4], 10, &e.bytes)) == -2)
+    return bad(w, "%s:%zu: Size '%s' is too large: expected at most 18446744073709551615", f[4],
+               fl[4]);
+  if (prc)
+    return bad(w, "%s:%zu: Size '%s' is not a number of bytes: expected a decimal number", f[4],
                fl[4]);
   if (parse_pointer(f[5], fl[5], &e.stream))
-    return bad(w, "%s:%zu: Stream '%.*s' is not a stream: expected 0x<hex> or (nil)", f[5], fl[5]);
+    return bad(w, "%s:%zu: Stream '%s' is not a stream: expected 0x<hex> or (nil)", f[5], fl[5]);
   if ((e.action == DEVMM_LOG_ALLOCATE || e.action == DEVMM_LOG_FREE) && !e.ptr)
     return devmm_set_error(DEVMM_EINVAL, "%s:%zu: %s of a NULL pointer: expected an address",
                            w->name, w->line, e.action ? "free" : "allocate");
-  /* times of day: a jump back by more than 12 hours is the next day */
-  if (p->log->nevents && ns + p->day * DAY_NS + DAY_NS / 2 < p->last_ns)
-    p->day++;
-  e.time_ns = ns + p->day * DAY_NS;
+  /* times of day: a jump back by more than 12 hours is the next day. The day count grows by one
+   * a line at most, so its time can pass 64 bits only after ~213,503 days: refused, never
+   * wrapped (tests/c/suite_log.c log_times_cannot_wrap). */
+  uint64_t day_ns;
+  int wraps = __builtin_mul_overflow(p->day, DAY_NS, &day_ns) ||
+              __builtin_add_overflow(day_ns, ns, &e.time_ns);
+  if (!wraps && p->log->nevents && p->last_ns > DAY_NS / 2 && e.time_ns < p->last_ns - DAY_NS / 2)
+    wraps = __builtin_mul_overflow(++p->day, DAY_NS, &day_ns) ||
+            __builtin_add_overflow(day_ns, ns, &e.time_ns);
+  if (wraps) {
+    char shown[FIELD_SHOWN];
+    devmm__escape(f[1], fl[1] > 64 ? 64 : fl[1], shown, sizeof shown);
+    return devmm_set_error(DEVMM_EINVAL,
+                           "%s:%zu: Time '%s' is on day %llu of the log, past what 64 bits of "
+                           "nanoseconds can count (each jump back of more than 12 hours is a "
+                           "midnight): expected a log of fewer days",
+                           w->name, w->line, shown, (unsigned long long)p->day);
+  }
   if (e.time_ns > p->last_ns)
     p->last_ns = e.time_ns;
   int rc = thread_index(p, w, tid, &e.thread);
@@ -292,6 +332,7 @@ int devmm_log_parse(const char *text, size_t len, const char *name, devmm_log **
   p.log = calloc(1, sizeof *p.log);
   if (!p.log)
     return oom(&w);
+  p.log->first_double_free = p.log->first_resized_free = SIZE_MAX;
   const char *s = text, *end = text + len;
   int rc = DEVMM_OK, header = 0;
   for (; s < end && !rc; w.line++) {
@@ -303,11 +344,14 @@ int devmm_log_parse(const char *text, size_t len, const char *name, devmm_log **
     if (memchr(s, '\0', n)) {
       rc = devmm_set_error(DEVMM_EINVAL, "%s:%zu: a NUL byte: expected text", w.name, w.line);
     } else if (!header) {
-      if (n != strlen(HEADER) || memcmp(s, HEADER, n) != 0)
+      if (n != strlen(HEADER) || memcmp(s, HEADER, n) != 0) {
+        char shown[FIELD_SHOWN];
+        devmm__escape(s, n > 64 ? 64 : n, shown, sizeof shown);
         rc = devmm_set_error(DEVMM_EINVAL,
-                             "%s:1: '%.*s' is not the log's header: expected '" HEADER
+                             "%s:1: '%s' is not the log's header: expected '" HEADER
                              "' (a devmm or RMM memory log)",
-                             w.name, (int)(n > 64 ? 64 : n), s);
+                             w.name, shown);
+      }
       header = 1;
     } else if (n) {
       rc = parse_line(&p, &w, s, n);
@@ -333,9 +377,29 @@ int devmm_log_read(const char *path, devmm_log **out) {
   *out = NULL;
   if (!path)
     return devmm_set_error(DEVMM_EINVAL, "devmm_log_read: path is NULL");
-  FILE *f = fopen(path, "rbe");
-  if (!f)
+  /* never blocks: a FIFO (which another user can plant where a log is expected) would wait for
+   * a writer; only a regular file is read (tests/c/suite_log.c log_read_refuses_what_is_not_a_file)
+   */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
     return devmm_set_error(DEVMM_EIO, "cannot open log '%s': %s", path, strerror(errno));
+  struct stat st;
+  int stat_rc = fstat(fd, &st);
+  if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+    int rc =
+        stat_rc != 0
+            ? devmm_set_error(DEVMM_EIO, "cannot stat log '%s': %s", path, strerror(errno))
+            : devmm_set_error(DEVMM_EIO, "cannot read log '%s': it is %s: expected a regular file",
+                              path, devmm__file_type(st.st_mode));
+    close(fd);
+    return rc;
+  }
+  FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    int rc = devmm_set_error(DEVMM_EIO, "cannot open log '%s': %s", path, strerror(errno));
+    close(fd);
+    return rc;
+  }
   char *buf = NULL;
   size_t len = 0, cap = 0;
   int rc = DEVMM_OK;

@@ -1,6 +1,7 @@
-/* The plugin host's loader: opens a checked plugin file with libltdl, reads its descriptor and
- * kinds, hands it its options, enumerates its devices, and runs its shutdown hooks at exit. This
- * is the only file that knows libltdl (devmm's "prim" layer); trust.c checks the file first.
+/* The plugin host's loader: opens a checked plugin file with libltdl, through the descriptor the
+ * trust walk checked (trust.c), reads its descriptor and kinds, hands it its options, enumerates
+ * its devices, and runs its shutdown hooks at exit. This is the only file that knows libltdl
+ * (devmm's "prim" layer).
  *
  * libltdl is not thread-safe: every lt_* call happens under `lt_lock`, and each error string
  * is copied out before the lock is dropped. Plugins are opened RTLD_LOCAL (lt_dladvise_local)
@@ -9,6 +10,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ltdl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -98,36 +100,111 @@ static int remember_shutdown(const devmm_plugin *d) {
 
 /* ------------------------------------------------------------------ loading */
 
-static char *lt_open(const char *path, lt_dlhandle *out) {
+/* Every plugin file loaded so far: its inode, the descriptor it was loaded through and its
+ * handle. The descriptor stays open for good, as the plugin stays loaded: libltdl and the
+ * dynamic loader both know the plugin by the name /proc/self/fd/N, and would hand it back for
+ * any later file opened as N, so N must never name another file. The same file again (another
+ * devmm_init) gets its first handle. Under lt_lock. */
+typedef struct {
+  dev_t dev;
+  ino_t ino;
+  int fd;
+  lt_dlhandle handle;
+} loaded_file;
+static loaded_file *loaded;
+static size_t nloaded, loaded_cap;
+
+/* Loads the checked file open as fd (an O_PATH descriptor from the trust walk, which this
+ * takes over) through /proc/self/fd/N: the kernel opens the very inode that was checked, and
+ * libltdl, given a name with a directory and no extension, neither searches nor appends one nor
+ * reads a .la (ADR 39). path (the file's real path) is for messages. */
+static char *lt_open(const char *path, int fd, lt_dlhandle *out) {
   char *err = NULL;
+  struct stat st;
+  *out = NULL;
+  if (fstat(fd, &st) != 0) {
+    err = devmm__fmt_dup("cannot load '%s': fstat: %s", path, strerror(errno));
+    close(fd);
+    return err;
+  }
   pthread_mutex_lock(&lt_lock);
   if (!lt_ready) {
     if (lt_dlinit() != 0) {
       const char *e = lt_dlerror();
       err = devmm__fmt_dup("libltdl failed to initialise: %s", e ? e : "unknown error");
       pthread_mutex_unlock(&lt_lock);
+      close(fd);
       return err;
     }
     lt_ready = 1;
   }
+  int maxfd = -1, reused = 0;
+  for (size_t i = 0; i < nloaded; i++) {
+    if (loaded[i].dev == st.st_dev && loaded[i].ino == st.st_ino) {
+      *out = loaded[i].handle;
+      pthread_mutex_unlock(&lt_lock);
+      close(fd);
+      return NULL;
+    }
+    maxfd = loaded[i].fd > maxfd ? loaded[i].fd : maxfd;
+    reused |= loaded[i].fd == fd; /* our descriptor was closed behind our back */
+  }
+  if (reused) {
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, maxfd + 1);
+    close(fd);
+    if (moved < 0) {
+      pthread_mutex_unlock(&lt_lock);
+      return devmm__fmt_dup("cannot load '%s': no descriptor free: %s", path, strerror(errno));
+    }
+    fd = moved;
+  }
+  if (nloaded == loaded_cap) { /* room first: a plugin that loads is always recorded */
+    size_t cap = loaded_cap ? 2 * loaded_cap : 8;
+    loaded_file *grown = realloc(loaded, cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&lt_lock);
+      close(fd);
+      return devmm__fmt_dup("out of memory");
+    }
+    loaded = grown;
+    loaded_cap = cap;
+  }
+  char self[64];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+  if (access(self, F_OK) != 0) {
+    err = devmm__fmt_dup("cannot load '%s': %s cannot be reached (%s): devmm loads a checked "
+                         "plugin through /proc/self/fd, so /proc must be mounted",
+                         path, self, strerror(errno));
+    pthread_mutex_unlock(&lt_lock);
+    close(fd);
+    return err;
+  }
   lt_dladvise advise;
-  *out = NULL;
   if (lt_dladvise_init(&advise) == 0 && lt_dladvise_local(&advise) == 0) {
-    *out = lt_dlopenadvise(path, advise);
+    *out = lt_dlopenadvise(self, advise);
     if (!*out) {
       /* libltdl says only "file not found" when a dependency is missing: ask the dynamic
        * loader itself for the real reason */
       const char *e = lt_dlerror();
-      void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+      void *h = dlopen(self, RTLD_LAZY | RTLD_LOCAL);
       const char *why = h ? NULL : dlerror();
       if (h)
         dlclose(h);
-      err = devmm__fmt_dup("cannot load '%s': %s", path, why ? why : e ? e : "unknown error");
+      why = why ? why : e ? e : "unknown error";
+      size_t sl = strlen(self);
+      if (strncmp(why, self, sl) == 0 && why[sl] == ':') /* its name for the file: the path */
+        err = devmm__fmt_dup("cannot load '%s': %s", path, why + sl + 2);
+      else
+        err = devmm__fmt_dup("cannot load '%s': %s", path, why);
     }
   } else {
     err = devmm__fmt_dup("libltdl advise setup failed");
   }
   lt_dladvise_destroy(&advise);
+  if (*out)
+    loaded[nloaded++] = (loaded_file){st.st_dev, st.st_ino, fd, *out};
+  else
+    close(fd);
   pthread_mutex_unlock(&lt_lock);
   return err;
 }
@@ -185,11 +262,12 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
     return NULL;
   }
   char *err = NULL;
-  p->path = devmm__plugin_resolve(name, dirs, &err, &p->missing);
+  int fd;
+  p->path = devmm__plugin_resolve(name, dirs, &err, &p->missing, &fd);
   if (!p->path)
     return fail(p, err);
   lt_dlhandle h;
-  if ((err = lt_open(p->path, &h)) != NULL)
+  if ((err = lt_open(p->path, fd, &h)) != NULL)
     return fail(p, err);
   char *serr = NULL;
   devmm_plugin_entry_fn entry = (devmm_plugin_entry_fn)lt_sym(h, DEVMM_PLUGIN_ENTRY_SYMBOL, &serr);
@@ -250,11 +328,24 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
   p->desc = d;
   if (remember_shutdown(d) != DEVMM_OK)
     return fail(p, NULL);
+  if (d->struct_size >= offsetof(devmm_plugin, lazy_device_type) + sizeof d->lazy_device_type)
+    p->lazy_type = d->lazy_device_type;
+  if (!p->lazy_type && devmm__plugin_enumerate(p) != DEVMM_OK)
+    return fail(p, NULL);
+  return p;
+}
+
+int devmm__plugin_enumerate(devmm__plugin *p) {
+  const devmm_plugin *d = p->desc;
+  if (!d || p->enumerated)
+    return DEVMM_OK;
+  p->enumerated = 1;
   /* devices: a failure here is not a load failure, it is "0 devices: <reason>"; a plugin
    * without device_count only adds kinds (0 devices) */
   size_t n = 0;
   devmm_clear_error();
   if (d->device_count && d->device_count(&n) != DEVMM_OK) {
+    free(p->error);
     p->error =
         devmm__fmt_dup("0 devices: %s", *devmm_last_error() ? devmm_last_error() : "unknown");
     n = 0;
@@ -262,7 +353,7 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
   if (n) {
     p->devices = calloc(n, sizeof *p->devices);
     if (!p->devices)
-      return fail(p, NULL);
+      return DEVMM_ENOMEM;
     for (size_t i = 0; i < n; i++) {
       p->devices[i].struct_size = sizeof p->devices[i];
       if (d->device_info(i, &p->devices[i]) != DEVMM_OK) {
@@ -274,7 +365,7 @@ devmm__plugin *devmm__plugin_load(const char *name, const char *const *dirs,
     }
   }
   p->ndevices = n;
-  return p;
+  return DEVMM_OK;
 }
 
 /* ------------------------------------------------------------------ introspection */

@@ -1,9 +1,13 @@
 /* The plugin trust walk: a plugin name resolved to a file in the plugin path, and that path,
- * every link on it and every directory it passes through checked before anything is opened
- * (ADR 27): nothing on the way may be writable by someone other than root and this user. */
+ * every link on it and every directory it passes through checked (ADR 27): nothing on the way
+ * may be writable by someone other than root and this user. The walk opens each component
+ * itself, one at a time, without following links (O_NOFOLLOW; O_PATH but for directories),
+ * checks the descriptor it opened (writers.c), and hands the caller the descriptor of the file:
+ * what is loaded is what was checked, and no name is looked up a second time (ADR 39). */
 #include "plugin_host_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,108 +15,212 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Refuses one file or directory that someone else may write to (a way to plant code): writable
- * by others, or by a group other than root's or this user's own (sudo allows root's; the user's
- * own primary group is the private group of umask-002 systems), unless it is a sticky directory
- * (/tmp: nobody can replace another's entry there); or owned by a user other than root and this
- * one. The message shows the full permission bits, the sticky bit included. */
-static char *check_not_writable(const char *what, const char *path) {
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return devmm__fmt_dup("cannot stat %s '%s': %s", what, path, strerror(errno));
-  unsigned mode = (unsigned)(st.st_mode & 07777);
-  int sticky = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
-  if ((st.st_mode & S_IWOTH) && !sticky)
-    return devmm__fmt_dup(
-        "refusing %s '%s': it is writable by others (mode %04o); fix with chmod o-w", what, path,
-        mode);
-  if ((st.st_mode & S_IWGRP) && st.st_gid != 0 && st.st_gid != getegid() && !sticky)
-    return devmm__fmt_dup(
-        "refusing %s '%s': it is writable by its group, gid %u (mode %04o); fix with "
-        "chmod g-w",
-        what, path, (unsigned)st.st_gid, mode);
-  if (st.st_uid != 0 && st.st_uid != geteuid())
-    return devmm__fmt_dup("refusing %s '%s': it is owned by uid %u, neither root nor this user",
-                          what, path, (unsigned)st.st_uid);
-  return NULL;
+#define OPEN_FLAGS (O_PATH | O_NOFOLLOW | O_CLOEXEC)
+
+typedef struct {
+  char *refusal; /* the first thing refused on the way (reported only if the file exists) */
+  int missing;   /* a component is not there (or not a directory, or not reachable): errno */
+} walk_state;
+
+/* Opens one component in dir. A directory is opened for reading (O_DIRECTORY fails before any
+ * device's open could run, and fgetxattr works on it); a file, a link or anything else as
+ * O_PATH, which opens nothing. Either way without following a link. */
+static int open_component(int dir, const char *name, int last) {
+  if (!last) {
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 || (errno != ELOOP && errno != ENOTDIR && errno != EACCES))
+      return fd;
+  }
+  return openat(dir, name, OPEN_FLAGS);
 }
 
-/* Walks `path` (absolute, as given) component by component with lstat, as the kernel would
- * resolve it, and checks what it passes: every directory with check_not_writable, the last
- * component as `what`, and every symbolic link, whose owner must be root or this user (in a
- * sticky directory its owner may swap it for a link to anything; sudo and OpenSSH refuse such
- * links too). A link's target continues the walk, so the directories a link leads to, and the
- * directory a link sits in, are all checked. Nothing is opened. */
-static char *check_walk(const char *what, const char *path) {
-  char done[4096] = "", rest[4096], target[4096];
-  if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest)
-    return devmm__fmt_dup("path '%.256s...' is too long", path);
-  char *err = check_not_writable("plugin directory", "/");
-  for (int hops = 0; !err;) {
+static void refuse(walk_state *w, char *msg) {
+  if (!w->refusal)
+    w->refusal = msg ? msg : devmm__strdup("out of memory");
+  else
+    free(msg);
+}
+
+/* Walks `path` (absolute, as given) from / as the kernel would resolve it, opening each
+ * component relative to the directory before it: every directory is checked when it is opened,
+ * every symbolic link's owner must be root or this user (in a sticky directory its owner may
+ * swap it for a link to anything; sudo and OpenSSH refuse such links too) and its target,
+ * read from the link that was opened, continues the walk; the last component must be a regular
+ * file, checked as `what`. A refusal is remembered and the walk goes on, opening nothing but
+ * O_PATH descriptors, to learn whether the file exists at all: a missing file is not refused.
+ * Returns the file's descriptor (real: its path, links resolved), or -1 with *err set, or -1
+ * with *missing set to the errno of the component that was not there (ENOENT, ENOTDIR, or
+ * EACCES: nothing this user can reach, as access(2) would say). */
+static int walk(const char *what, const char *path, char *real, size_t realcap, char **err,
+                int *missing) {
+  char done[PATH_MAX] = "", rest[PATH_MAX], target[PATH_MAX];
+  walk_state w = {0};
+  *err = NULL;
+  *missing = 0;
+  if (snprintf(rest, sizeof rest, "%s", path) >= (int)sizeof rest) {
+    *err = devmm__fmt_dup("path '%.256s...' is too long", path);
+    return -1;
+  }
+  int cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), file = -1;
+  struct stat st;
+  if (cur < 0 || fstat(cur, &st) != 0) {
+    *err = devmm__fmt_dup("cannot open the root directory: %s", strerror(errno));
+    if (cur >= 0)
+      close(cur);
+    return -1;
+  }
+  char *e = devmm__trust_check_open("plugin directory", "/", cur, &st);
+  if (e)
+    refuse(&w, e);
+  for (int hops = 0; file < 0 && !w.missing;) {
     char *c = rest;
     while (*c == '/')
       c++;
-    if (!*c)
-      return NULL;
+    if (!*c) { /* the path ends at a directory */
+      refuse(&w, devmm__fmt_dup("refusing %s '%s': it is a directory, not a regular file", what,
+                                *done ? done : "/"));
+      break;
+    }
     size_t clen = strcspn(c, "/");
     char *next = c + clen;
     while (*next == '/')
       next++;
     int last = !*next;
-    if ((clen == 1 && c[0] == '.') || (clen == 2 && c[0] == '.' && c[1] == '.')) {
-      char *up = clen == 2 ? strrchr(done, '/') : NULL;
-      if (up) /* done has no links: its parent is the real parent */
-        *up = '\0';
-      memmove(rest, next, strlen(next) + 1);
-      continue;
+    char name[NAME_MAX + 1];
+    if (clen > NAME_MAX) {
+      refuse(&w, devmm__fmt_dup("path '%.256s...' has a component longer than %d bytes", path,
+                                NAME_MAX));
+      break;
     }
-    char cand[4096];
-    if (snprintf(cand, sizeof cand, "%s/%.*s", done, (int)clen, c) >= (int)sizeof cand)
-      return devmm__fmt_dup("path '%.256s...' is too long", path);
-    struct stat st;
-    if (lstat(cand, &st) != 0)
-      return devmm__fmt_dup("cannot stat %s '%s': %s", last ? what : "plugin directory", cand,
-                            strerror(errno));
+    memcpy(name, c, clen);
+    name[clen] = '\0';
+    memmove(rest, next, strlen(next) + 1);
+    if (strcmp(name, ".") == 0 && !last)
+      continue;
+    char cand[PATH_MAX];
+    if (strcmp(name, "..") == 0 && !last) {
+      char *up = strrchr(done, '/');
+      if (!up) /* the root's parent is the root */
+        continue;
+      *up = '\0';
+      snprintf(cand, sizeof cand, "%s", *done ? done : "/");
+    } else if (snprintf(cand, sizeof cand, "%s/%s", done, name) >= (int)sizeof cand) {
+      refuse(&w, devmm__fmt_dup("path '%.256s...' is too long", path));
+      break;
+    }
+    int fd = open_component(cur, name, last);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      int en = errno;
+      if (fd >= 0)
+        close(fd);
+      if (en == ENOENT || en == ENOTDIR || en == EACCES) { /* nothing there this user reaches */
+        w.missing = en;
+        break;
+      }
+      refuse(&w, devmm__fmt_dup("cannot open %s '%s': %s", last ? what : "plugin directory", cand,
+                                strerror(en)));
+      break;
+    }
     if (S_ISLNK(st.st_mode)) {
       if (st.st_uid != 0 && st.st_uid != geteuid())
-        return devmm__fmt_dup(
-            "refusing plugin link '%s': it is a symbolic link owned by uid %u, neither "
-            "root nor this user",
-            cand, (unsigned)st.st_uid);
-      if (++hops > 40)
-        return devmm__fmt_dup("cannot resolve '%s': too many levels of symbolic links", path);
-      ssize_t n = readlink(cand, target, sizeof target - 1);
-      if (n <= 0)
-        return devmm__fmt_dup("cannot read the link '%s': %s", cand, n ? strerror(errno) : "empty");
+        refuse(&w, devmm__fmt_dup("refusing plugin link '%s': it is a symbolic link owned by uid "
+                                  "%u, neither root nor this user",
+                                  cand, (unsigned)st.st_uid));
+      ssize_t n = ++hops > 40 ? -2 : readlinkat(fd, "", target, sizeof target - 1);
+      close(fd);
+      if (n == -2 || n <= 0) {
+        refuse(&w, n == -2 ? devmm__fmt_dup("cannot resolve '%s': too many levels of symbolic "
+                                            "links",
+                                            path)
+                           : devmm__fmt_dup("cannot read the link '%s': %s", cand,
+                                            n ? strerror(errno) : "empty"));
+        break;
+      }
       target[n] = '\0';
-      char joined[4096];
-      if (snprintf(joined, sizeof joined, "%s/%s", target, next) >= (int)sizeof joined)
-        return devmm__fmt_dup("path '%.256s...' is too long", path);
+      char joined[PATH_MAX];
+      if (snprintf(joined, sizeof joined, "%s/%s", target, rest) >= (int)sizeof joined) {
+        refuse(&w, devmm__fmt_dup("path '%.256s...' is too long", path));
+        break;
+      }
       memcpy(rest, joined, strlen(joined) + 1);
-      if (target[0] == '/')
+      if (target[0] == '/') { /* from the root again */
+        int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0) {
+          refuse(&w, devmm__fmt_dup("cannot open the root directory: %s", strerror(errno)));
+          break;
+        }
+        close(cur);
+        cur = root;
         done[0] = '\0';
+      }
       continue;
     }
-    err = check_not_writable(last ? what : "plugin directory", cand);
-    memcpy(done, cand, strlen(cand) + 1);
-    memmove(rest, next, strlen(next) + 1);
+    if (last) {
+      if (!S_ISREG(st.st_mode))
+        refuse(&w, devmm__fmt_dup("refusing %s '%s': it is not a regular file (mode %06o)", what,
+                                  cand, (unsigned)st.st_mode));
+      else if ((e = devmm__trust_check_open(what, cand, fd, &st)) != NULL)
+        refuse(&w, e);
+      file = fd;
+      snprintf(real, realcap, "%s", cand);
+      break;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      close(fd);
+      w.missing = ENOTDIR;
+      break;
+    }
+    if ((e = devmm__trust_check_open("plugin directory", cand, fd, &st)) != NULL)
+      refuse(&w, e);
+    close(cur);
+    cur = fd;
+    snprintf(done, sizeof done, "%s", strcmp(cand, "/") == 0 ? "" : cand);
   }
-  return err;
+  close(cur);
+  if (w.missing) {
+    free(w.refusal);
+    *missing = w.missing;
+    return -1;
+  }
+  if (w.refusal || file < 0) {
+    if (file >= 0)
+      close(file);
+    *err = w.refusal ? w.refusal : devmm__fmt_dup("cannot resolve '%s'", path);
+    return -1;
+  }
+  return file;
 }
 
-/* Resolves a plugin name to a checked file path, or returns NULL with *error set. */
-char *devmm__plugin_resolve(const char *name, const char *const *dirs, char **error, int *missing) {
+/* A libtool archive (.la) is a text file that names another file for libltdl to load: the
+ * walk never saw that one. Only shared objects are loaded (ADR 39). */
+static char *refuse_libtool_archive(const char *real) {
+  size_t n = strlen(real);
+  if (n < 3 || strcmp(real + n - 3, ".la") != 0)
+    return NULL;
+  return devmm__fmt_dup("refusing plugin file '%s': it is a libtool archive (.la), which names "
+                        "another file to load; expected a shared object (.so): name the .so "
+                        "itself",
+                        real);
+}
+
+/* Resolves a plugin name to a checked file, or returns NULL with *error set. */
+char *devmm__plugin_resolve(const char *name, const char *const *dirs, char **error, int *missing,
+                            int *fd) {
   *error = NULL;
   *missing = 0;
+  *fd = -1;
   if (!*name) {
     *error = devmm__fmt_dup("empty plugin name");
     return NULL;
   }
-  char candidate[4096];
+  char real[PATH_MAX], candidate[PATH_MAX];
+  int file = -1;
   if (name[0] == '/') {
-    snprintf(candidate, sizeof candidate, "%s", name);
-    if (access(candidate, F_OK) != 0) {
-      *error = devmm__fmt_dup("plugin file '%s' does not exist", name);
+    file = walk("plugin file", name, real, sizeof real, error, missing);
+    if (*missing) {
+      *error = *missing == EACCES ? devmm__fmt_dup("plugin file '%s' cannot be reached: %s", name,
+                                                   strerror(EACCES))
+                                  : devmm__fmt_dup("plugin file '%s' does not exist", name);
       *missing = 1;
       return NULL;
     }
@@ -124,12 +232,16 @@ char *devmm__plugin_resolve(const char *name, const char *const *dirs, char **er
                          name);
       return NULL;
     }
+    /* the first directory where the file exists decides, refused or not (ADR 27) */
     const char *const *d = dirs;
     for (; *d; d++) {
       if ((*d)[0] != '/')
         continue; /* never relative to the current directory */
-      snprintf(candidate, sizeof candidate, "%s/devmm-%s.so", *d, name);
-      if (access(candidate, F_OK) == 0)
+      if (snprintf(candidate, sizeof candidate, "%s/devmm-%s.so", *d, name) >=
+          (int)sizeof candidate)
+        continue;
+      file = walk("plugin file", candidate, real, sizeof real, error, missing);
+      if (!*missing)
         break;
     }
     if (!*d) {
@@ -144,17 +256,18 @@ char *devmm__plugin_resolve(const char *name, const char *const *dirs, char **er
       return NULL;
     }
   }
-  char *real = realpath(candidate, NULL);
-  if (!real) {
-    *error = devmm__fmt_dup("cannot resolve plugin file '%s': %s", candidate, strerror(errno));
+  if (file < 0)
+    return NULL;
+  if ((*error = refuse_libtool_archive(real)) != NULL) {
+    close(file);
     return NULL;
   }
-  /* the path as given, every link on it and every directory it passes through, down to the real
-   * file; only then is anything opened */
-  *error = check_walk("plugin file", candidate);
-  if (*error) {
-    free(real);
+  char *path = devmm__strdup(real);
+  if (!path) {
+    close(file);
+    *error = devmm__fmt_dup("out of memory");
     return NULL;
   }
-  return real;
+  *fd = file;
+  return path;
 }

@@ -30,10 +30,15 @@ static int aligned_create(const devmm_host_services *h, int32_t id, const devmm_
   for (size_t i = 0; i < n; i++)
     if (strcmp(o[i].key, "alignment") == 0) {
       if (h->parse_size(o[i].value, 0, &align))
-        return DEVMM_EINVAL;
+        return cpu_option_error(h, "cpu.aligned", "alignment");
       if (!align || (align & (align - 1)))
         return h->set_error(DEVMM_EINVAL, "cpu.aligned: alignment %zu is not a power of two",
                             align);
+      if (align > DEVMM_MAX_ALIGNMENT) /* every allocation would fail (test_first_hour) */
+        return h->set_error(DEVMM_EINVAL,
+                            "cpu.aligned: alignment %zu is above devmm's largest, %zu (1 TiB, "
+                            "DEVMM_MAX_ALIGNMENT): expected a power of two up to it",
+                            align, DEVMM_MAX_ALIGNMENT);
     }
   char name[64];
   snprintf(name, sizeof name, "cpu.aligned(%zu)", align);

@@ -24,6 +24,9 @@ int cpu_memset(devmm_resource *self, void *dst, int v, size_t n, devmm_stream s)
 int cpu_check_stream(const char *kind, devmm_stream s);
 /* DEVMM_OK for device 0, the one CPU device; an error naming kind otherwise. */
 int cpu_device_zero(const char *kind, int32_t id);
+/* DEVMM_EINVAL for an option whose value h's parse_size/parse_bool refused: "<kind>: <option>:
+ * <the parser's message>", so that the message names the option (test_first_hour). */
+int cpu_option_error(const devmm_host_services *h, const char *kind, const char *option);
 
 /* malloc.c: bytes at align (malloc up to 16, posix_memalign above), or DEVMM_ENOMEM naming
  * kind; and free, the deallocate of cpu.malloc and cpu.aligned. */

@@ -93,7 +93,7 @@ static int mmap_create(const devmm_host_services *h, int32_t id, const devmm_opt
                             o[i].value);
     } else if (strcmp(o[i].key, "populate") == 0) {
       if (h->parse_bool(o[i].value, &c.populate))
-        return DEVMM_EINVAL;
+        return cpu_option_error(h, "cpu.mmap", "populate");
     }
   }
   if (c.huge == HUGE_EXPLICIT)

@@ -66,6 +66,12 @@ int cpu_device_zero(const char *kind, int32_t id) {
                                    kind, (int)id);
 }
 
+int cpu_option_error(const devmm_host_services *h, const char *kind, const char *option) {
+  char why[512]; /* the parser's message, copied: set_error writes the buffer it lives in */
+  snprintf(why, sizeof why, "%s", h->last_error());
+  return h->set_error(DEVMM_EINVAL, "%s: %s: %s", kind, option, why);
+}
+
 /* ------------------------------------------------------------------ the descriptor */
 
 static int device_count(size_t *count) {

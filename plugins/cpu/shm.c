@@ -16,10 +16,12 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "../common/ipc_fd.h"
@@ -30,11 +32,48 @@ typedef struct {
   int fd;
   int imported;      /* a mapping opened from a handle (closed by its close, never deallocated) */
   uint64_t file_off; /* the file offset base maps */
+  size_t limit;      /* the bytes a handle may name from base: the allocation's, or the mapping's */
+  uint8_t token[IPCFD_TOKEN_BYTES]; /* the memfd's token, in its name (ipc_fd.h, ADR 40) */
 } shm_block;
+
+/* A cpu.shm handle's payload: the file, and the token only the export gives out. */
+typedef struct {
+  ipcfd_ref ref;
+  uint8_t token[IPCFD_TOKEN_BYTES];
+} shm_payload;
+_Static_assert(sizeof(shm_payload) <= DEVMM_IPC_PAYLOAD_SIZE, "a cpu.shm payload fits a handle");
 
 static pthread_mutex_t shm_lock = PTHREAD_MUTEX_INITIALIZER;
 static shm_block *shm_blocks;
 static size_t shm_count, shm_cap;
+
+/* "32.0 TiB" */
+static const char *shm_size(double v, char *buf, size_t cap) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (v >= 1024 && u < 6)
+    v /= 1024, u++;
+  snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+/* A memfd is created and mapped whatever its size: past what memory and swap hold, the first
+ * touch of a page that cannot be backed is a SIGBUS. Refused here instead
+ * (test_cpu_shm_refuses_more_than_the_machine_has). */
+static int shm_fits(size_t len) {
+  struct sysinfo si;
+  if (sysinfo(&si) != 0)
+    return DEVMM_OK;
+  double have = ((double)si.totalram + (double)si.totalswap) * (double)si.mem_unit;
+  if ((double)len <= have)
+    return DEVMM_OK;
+  char want[32], got[32];
+  return cpu_host->set_error(DEVMM_ENOMEM,
+                             "out of memory: cpu.shm: %s is more than this machine's memory and "
+                             "swap (%s): its pages could never all be backed",
+                             shm_size((double)len, want, sizeof want),
+                             shm_size(have, got, sizeof got));
+}
 
 static int shm_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream s,
                         void **out) {
@@ -42,9 +81,18 @@ static int shm_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_
   *out = NULL;
   if (s)
     return cpu_check_stream("cpu.shm", s);
+  if (shm_fits(bytes) != DEVMM_OK)
+    return DEVMM_ENOMEM;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t len = cpu_round_up(bytes, page), extra = align > page ? align : 0;
-  int fd = memfd_create(IPCFD_NAME_CPU, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  uint8_t token[IPCFD_TOKEN_BYTES];
+  int te = ipcfd_new_token(token);
+  if (te)
+    return cpu_host->set_error(DEVMM_EIO, "cpu.shm: cannot draw the allocation's token: %s",
+                               strerror(te));
+  char name[96];
+  ipcfd_token_name(name, sizeof name, IPCFD_NAME_CPU, token, bytes);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0)
     return cpu_host->set_error(
         errno == EMFILE || errno == ENFILE ? DEVMM_ENOMEM : DEVMM_EIO,
@@ -83,8 +131,10 @@ static int shm_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_
     }
   }
   int ok = p != MAP_FAILED && shm_count < shm_cap;
-  if (ok)
-    shm_blocks[shm_count++] = (shm_block){p, len, fd, 0, 0};
+  if (ok) {
+    shm_blocks[shm_count] = (shm_block){p, len, fd, 0, 0, bytes, {0}};
+    memcpy(shm_blocks[shm_count++].token, token, sizeof token);
+  }
   pthread_mutex_unlock(&shm_lock);
   if (!ok) {
     int e = errno;
@@ -102,7 +152,7 @@ static int shm_deallocate(devmm_resource *self, void *ptr, size_t bytes, size_t 
                           devmm_stream s) {
   (void)self, (void)bytes, (void)align, (void)s;
   pthread_mutex_lock(&shm_lock);
-  shm_block b = {NULL, 0, -1, 0, 0};
+  shm_block b = {NULL, 0, -1, 0, 0, 0, {0}};
   for (size_t i = 0; i < shm_count; i++)
     if (shm_blocks[i].base == ptr && !shm_blocks[i].imported) {
       b = shm_blocks[i];
@@ -121,14 +171,16 @@ static int shm_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsigne
   (void)self;
   const char *p = ptr;
   int err = EINVAL;
-  ipcfd_ref ref;
+  shm_payload pl;
+  memset(&pl, 0, sizeof pl);
   pthread_mutex_lock(&shm_lock);
   for (size_t i = 0; i < shm_count; i++) {
     shm_block *b = &shm_blocks[i];
     if (p >= b->base && p < b->base + b->len) {
-      err = bytes <= (size_t)(b->base + b->len - p)
-                ? ipcfd_describe(b->fd, b->file_off + (uint64_t)(p - b->base), &ref)
+      err = (size_t)(p - b->base) <= b->limit && bytes <= b->limit - (size_t)(p - b->base)
+                ? ipcfd_describe(b->fd, b->file_off + (uint64_t)(p - b->base), &pl.ref)
                 : ERANGE;
+      memcpy(pl.token, b->token, sizeof pl.token);
       break;
     }
   }
@@ -140,37 +192,39 @@ static int shm_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsigne
     return cpu_host->set_error(DEVMM_EINVAL,
                                "cpu.shm: %p is not inside a live cpu.shm allocation%s%s", ptr,
                                err == EINVAL ? "" : ": ", err == EINVAL ? "" : strerror(err));
-  memcpy(payload, &ref, sizeof ref);
+  memcpy(payload, &pl, sizeof pl);
   return DEVMM_OK;
 }
 
-/* Maps bytes at ref->offset of fd (owned: kept with the mapping, closed on failure). */
-static int shm_map(const ipcfd_ref *ref, size_t bytes, int fd, void **out, void **token);
+/* Maps bytes at pl->ref.offset of fd (owned: kept with the mapping, closed on failure). */
+static int shm_map(const shm_payload *pl, size_t bytes, int fd, void **out, void **token);
 
 static int shm_open_handle(devmm_resource *self, const unsigned char *payload, size_t bytes,
                            int32_t pid, void **out, void **token) {
   (void)self;
-  ipcfd_ref ref;
-  memcpy(&ref, payload, sizeof ref);
-  char why[256];
+  shm_payload pl;
+  memcpy(&pl, payload, sizeof pl);
+  char why[320];
   int status;
-  int fd = ipcfd_open(&ref, pid, bytes, &status, why, sizeof why);
+  ipcfd_expect x = {IPCFD_NAME_CPU, "cpu.shm", pl.token};
+  int fd = ipcfd_open(&pl.ref, pid, bytes, &x, &status, why, sizeof why);
   if (fd < 0)
     return cpu_host->set_error(status, "cpu.shm: cannot open the IPC handle: %s", why);
-  return shm_map(&ref, bytes, fd, out, token);
+  return shm_map(&pl, bytes, fd, out, token);
 }
 
 static int shm_open_fd(devmm_resource *self, const unsigned char *payload, size_t bytes, int given,
                        void **out, void **token) {
   (void)self;
-  ipcfd_ref ref;
-  memcpy(&ref, payload, sizeof ref);
-  char why[256];
+  shm_payload pl;
+  memcpy(&pl, payload, sizeof pl);
+  char why[320];
   int status;
-  int fd = ipcfd_adopt(&ref, given, bytes, &status, why, sizeof why);
+  ipcfd_expect x = {IPCFD_NAME_CPU, "cpu.shm", pl.token};
+  int fd = ipcfd_adopt(&pl.ref, given, bytes, &x, &status, why, sizeof why);
   if (fd < 0)
     return cpu_host->set_error(status, "cpu.shm: cannot open the IPC handle: %s", why);
-  return shm_map(&ref, bytes, fd, out, token);
+  return shm_map(&pl, bytes, fd, out, token);
 }
 
 static int shm_handle_fd(devmm_resource *self, const unsigned char *payload, int *fd) {
@@ -195,8 +249,8 @@ static int shm_handle_fd(devmm_resource *self, const unsigned char *payload, int
   return DEVMM_OK;
 }
 
-static int shm_map(const ipcfd_ref *r, size_t bytes, int fd, void **out, void **token) {
-  ipcfd_ref ref = *r;
+static int shm_map(const shm_payload *pl, size_t bytes, int fd, void **out, void **token) {
+  ipcfd_ref ref = pl->ref;
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uint64_t start = ref.offset / page * page;
   size_t len = (size_t)(ref.offset - start) + bytes;
@@ -213,8 +267,10 @@ static int shm_map(const ipcfd_ref *r, size_t bytes, int fd, void **out, void **
         shm_cap = cap;
       }
     }
-    if ((ok = shm_count < shm_cap) != 0)
-      shm_blocks[shm_count++] = (shm_block){m, len, fd, 1, start};
+    if ((ok = shm_count < shm_cap) != 0) {
+      shm_blocks[shm_count] = (shm_block){m, len, fd, 1, start, len, {0}};
+      memcpy(shm_blocks[shm_count++].token, pl->token, sizeof pl->token);
+    }
     pthread_mutex_unlock(&shm_lock);
     if (!ok) {
       munmap(m, len);

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t,
                     c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
@@ -76,7 +77,10 @@ class LogEvent(Structure):  # 48 bytes: time_ns, ptr, bytes, stream (u64), peer 
 class Log(Structure):
     _fields_ = [("nevents", c_size_t), ("events", POINTER(LogEvent)), ("nthreads", c_size_t),
                 ("threads", POINTER(c_uint64)), ("unmatched_frees", c_size_t),
-                ("never_freed", c_size_t)]
+                ("never_freed", c_size_t), ("double_frees", c_size_t),
+                ("resized_frees", c_size_t), ("first_double_free", c_size_t),
+                ("first_resized_free", c_size_t), ("double_free_line", c_size_t),
+                ("resized_free_line", c_size_t)]
 
 
 class OomAllocation(Structure):
@@ -104,12 +108,31 @@ class Option(Structure):
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _secure_execution() -> bool:
+    """Whether this process runs set-uid, set-gid or with gained capabilities (the kernel's
+    AT_SECURE, which ``secure_getenv`` reads for the C side's variables)."""
+    try:
+        getauxval = ctypes.CDLL(None).getauxval
+    except (OSError, AttributeError):  # no getauxval: compare the real and effective ids
+        return os.getuid() != os.geteuid() or os.getgid() != os.getegid()
+    getauxval.restype, getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
+    return getauxval(23) != 0  # AT_SECURE
+
+
 def _candidates() -> list[str]:
     """Where libdevmm is looked for, in order: $DEVMM_LIBRARY alone when set; the library this
     package was installed with (the wheel's own ``_native/libdevmm.so``, or the libdir that
-    ``meson install`` recorded); then the dynamic loader's own search."""
+    ``meson install`` recorded); then the dynamic loader's own search.
+
+    $DEVMM_LIBRARY is the user's own choice, as LD_PRELOAD is: it is honoured where the
+    environment is, and not otherwise: not under ``python -I`` or ``-E`` (which ignore
+    PYTHONPATH and the rest), not in a set-id process. It must be an absolute path. The file
+    is not checked as plugins are (docs/plugins.md, ADR 39)."""
     env = os.environ.get("DEVMM_LIBRARY")
-    if env:
+    if env and not sys.flags.ignore_environment and not _secure_execution():
+        if not os.path.isabs(env):
+            raise ImportError(f"devmm: DEVMM_LIBRARY must be an absolute path, not {env!r} "
+                              "(a relative one names a different file in each directory)")
         return [env]  # an explicit choice is the only one
     found = []
     try:  # written at install time next to this file
@@ -125,9 +148,14 @@ def _load() -> ctypes.CDLL:
     tried = []
     for path in _candidates():
         try:
-            return ctypes.CDLL(path)
+            found = ctypes.CDLL(path)
         except OSError as e:
             tried.append(f"{path}: {e}")
+            continue
+        if not hasattr(found, "devmm_version"):  # test_devmm_library_naming_another_library
+            named = "DEVMM_LIBRARY=" if os.environ.get("DEVMM_LIBRARY") else ""
+            raise ImportError(f"devmm: {named}{path} is not libdevmm (it has no devmm_version)")
+        return found
     raise ImportError("devmm: cannot load libdevmm (set DEVMM_LIBRARY to its path, or run "
                       "under `meson devenv -C build`); tried " + "; ".join(tried))
 
@@ -190,7 +218,13 @@ _SIGNATURES = {
     "devmm_logging_flush": (c_int, [_P]),
     "devmm_aligned_adaptor_create": (c_int, [_P, c_size_t, c_size_t, POINTER(c_void_p)]),
     "devmm_failure_callback_adaptor_create": (c_int, [_P, _P, _P, POINTER(c_void_p)]),
+    "devmm_failure_callback_adaptor_create_ex": (c_int, [_P, _P, _P, c_uint,
+                                                         POINTER(c_void_p)]),
+    "devmm_set_log_level": (c_int, [c_char_p]),
+    "devmm_log_level": (c_char_p, []),
     "devmm_thread_safe_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
+    "devmm_prefetch_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
+    "devmm_prefetch": (c_int, [_P, _P, c_size_t, _P]),
     "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
                                                POINTER(c_void_p)]),
     "devmm_callback_resource_create_ex": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint, _P,
@@ -198,6 +232,8 @@ _SIGNATURES = {
     "devmm_callbacks_disable": (None, []),
     "devmm_torch_allocate": (c_int, [c_size_t, c_int, _P, POINTER(c_void_p)]),
     "devmm_torch_deallocate": (None, [_P, c_size_t, c_int, _P]),
+    "devmm_torch_record_stream": (None, [_P, _P]),
+    "devmm_torch_free_waits_for_device": (None, [c_int]),
     # variadic in C (fmt, ...): always called with the format "%s" and one string
     "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
     "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
@@ -219,11 +255,14 @@ _SIGNATURES = {
     "devmm_tensor_zero": (c_int, [_P]),
     "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
     "devmm_init": (c_int, [c_char_p]),
+    "devmm_ffi_init": (c_int, [c_char_p, POINTER(c_void_p)]),
     "devmm_shutdown": (None, []),
     "devmm_is_initialized": (c_int, []),
     "devmm_config_source": (c_char_p, []),
     "devmm_info_json": (c_int, [POINTER(c_void_p)]),
+    "devmm_info_json_now": (c_int, [POINTER(c_void_p)]),
     "devmm_kind_name": (c_char_p, [c_size_t]),
+    "devmm_config_warning": (c_char_p, [c_size_t]),
     "devmm_resource_create_kind": (c_int, [c_char_p, c_int32, POINTER(Option), c_size_t,
                                            POINTER(c_void_p)]),
     "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
@@ -293,6 +332,11 @@ def error(status: int) -> errors.DevmmError:
     name = _bound("status_name")(status).decode()
     message = _bound("last_error")().decode(errors="replace")
     exc = _BY_NAME.get(name, errors.DevmmError)(message, name)
+    if name == "DEVMM_ECALLBACK" or name == "DEVMM_ENOMEM":  # what a Python callback raised
+        held, reraise = errors.take(message)
+        if reraise:
+            return held  # type: ignore[return-value]
+        exc.__cause__ = held
     if name == "DEVMM_ENOMEM":  # the explanation's figures, from C (devmm_last_oom)
         rep = OomReport(struct_size=ctypes.sizeof(OomReport))
         if _bound("last_oom")(ctypes.byref(rep)) == 0:

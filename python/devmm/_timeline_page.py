@@ -55,6 +55,30 @@ function color(k, stack) {
   const h = ((stack >= 0 ? stack * 137.508 : k * 61.8) % 360).toFixed(0);
   return "hsl(" + h + ",55%,62%)";
 }
+function decimals(step) {  // digits after the point that tell ticks `step` apart
+  let d = 0;
+  while (d < 9 && Math.abs(step * 10 ** d - Math.round(step * 10 ** d)) > 1e-6 * 10 ** d) d++;
+  return d;
+}
+function sizeTicks(yMax) {  // [bytes, label]: one unit, one precision, whole bytes at least
+  const ui = yMax >= 1 ? Math.max(0, Math.min(UNITS.length - 1,
+                                              Math.floor(Math.log(yMax) / Math.log(1024)))) : 0;
+  const unit = 1024 ** ui;
+  let step = niceStep(yMax / unit, 5);
+  if (ui === 0) step = Math.max(1, step);
+  const d = decimals(step), out = [];
+  for (let k = 0; k * step * unit <= yMax * (1 + 1e-9) || k < 2; k++)
+    out.push([k * step * unit, (k * step).toFixed(d) + " " + UNITS[ui]]);
+  return out;
+}
+function timeTicks(t0, t1) {  // [us, label]: one unit (s, ms, us), one precision
+  const step = niceStep(t1 - t0, 8);
+  const [scale, name] = step >= 1e5 ? [1e6, "s"] : step >= 100 ? [1e3, "ms"] : [1, "us"];
+  const d = decimals(step / scale), out = [];
+  for (let k = Math.ceil(t0 / step - 1e-9); k * step <= t1 * (1 + 1e-9); k++)
+    out.push([k * step, (k * step / scale).toFixed(d) + " " + name]);
+  return out;
+}
 function niceStep(range, n) {
   const raw = range / n, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
   return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
@@ -168,19 +192,16 @@ function render(p) {
       "data-thread": f[2]}, p.gf, true);
   }
   p.ax.textContent = "";
-  const unit = Math.pow(1024, Math.max(0, Math.floor(Math.log(p.yMax) / Math.log(1024))));
-  const ty = niceStep(p.yMax / unit, 5) * unit;
-  for (let v = 0; v <= p.yMax; v += ty) {
+  for (const [v, label] of sizeTicks(p.yMax)) {
     const y = Y(v);
     el("line", {x1: M.l - 4, x2: M.l + g.pw, y1: y, y2: y}, p.ax, true);
-    el("text", {x: M.l - 6, y: y + 4, "text-anchor": "end"}, p.ax, true).textContent = human(v);
+    el("text", {x: M.l - 6, y: y + 4, "text-anchor": "end"}, p.ax, true).textContent = label;
   }
-  const tx = niceStep(view.t1 - view.t0, 8);
-  for (let t = Math.ceil(view.t0 / tx) * tx; t <= view.t1; t += tx) {
+  for (const [t, label] of timeTicks(view.t0, view.t1)) {
     const x = X(t);
     el("line", {x1: x, x2: x, y1: M.t + g.ph, y2: M.t + g.ph + 4}, p.ax, true);
     el("text", {x: x, y: M.t + g.ph + 17, "text-anchor": "middle"}, p.ax, true).textContent =
-      (t / 1e6).toPrecision(Math.max(3, Math.ceil(Math.log10(Math.max(1, view.t1 / tx))) + 1)) + " s";
+      label;
   }
 }
 function renderAll() { panels.forEach(render); }
@@ -251,9 +272,15 @@ window.devmmReady = performance.now();
 """
 
 
+# Characters that mean something to the HTML parser inside <script> ("</script>", "<!--"), and
+# the line separators older JavaScript refused in strings: written as JSON's \\uXXXX escapes, so
+# the element's text is still exactly the data's JSON (tests/python/test_observability.py).
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def _json(data: dict) -> str:
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=True)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=True).translate(_SCRIPT_SAFE)
 
 
 def render_html(data: dict) -> str:
@@ -281,6 +308,42 @@ def _human(b: float) -> str:
         b /= 1024
         i += 1
     return f"{b:.2f} {_UNITS[i]}" if i else f"{int(b)} B"
+
+
+def _decimals(step: float) -> int:
+    """Digits after the point that tell ticks ``step`` apart (0.25: 2, 0.5: 1, 20: 0)."""
+    d = 0
+    while d < 9 and abs(step * 10 ** d - round(step * 10 ** d)) > 1e-6 * 10 ** d:
+        d += 1
+    return d
+
+
+def _size_ticks(ymax: float) -> list:
+    """The size axis: (bytes, label) in one unit with one precision, whole bytes at least
+    (test_timeline_ticks_share_one_unit_and_one_precision, ..._header_only_log_...)."""
+    unit_i = max(0, min(len(_UNITS) - 1, int(math.log(ymax, 1024)) if ymax >= 1 else 0))
+    unit = 1024 ** unit_i
+    step = _nice(ymax / unit, 5)
+    if unit_i == 0:
+        step = max(1.0, step)
+    d = _decimals(step)
+    out, k = [], 0
+    while k * step * unit <= ymax * (1 + 1e-9) or k < 2:
+        out.append((k * step * unit, f"{k * step:.{d}f} {_UNITS[unit_i]}"))
+        k += 1
+    return out
+
+
+def _time_ticks(span_us: float) -> list:
+    """The time axis: (microseconds, label) in one unit (s, ms or us) with one precision."""
+    step = _nice(span_us, 8)
+    scale, name = (1e6, "s") if step >= 1e5 else (1e3, "ms") if step >= 100 else (1.0, "us")
+    d = _decimals(step / scale)
+    out, k = [], 0
+    while k * step <= span_us * (1 + 1e-9):
+        out.append((k * step, f"{k * step / scale:.{d}f} {name}"))
+        k += 1
+    return out
 
 
 def _nice(rng: float, n: int) -> float:
@@ -339,19 +402,12 @@ def render_svg(data: dict, width: int = 1000, height: int = 300) -> str:
         xp = X(d["peak"]["t_us"])
         out.append(f'<line class="peak" x1="{xp}" x2="{xp}" y1="{y_off + mt}" '
                    f'y2="{y_off + mt + ph}"/>')
-        unit = 1024 ** max(0, int(math.log(ymax, 1024)))
-        step = _nice(ymax / unit, 5) * unit
-        v = 0.0
-        while v <= ymax:
+        for v, label in _size_ticks(ymax):
             out.append(f'<text class="ax" x="{ml - 6}" y="{float(Y(v)) + 4:.1f}" '
-                       f'text-anchor="end">{_human(v)}</text>')
-            v += step
-        step = _nice(span, 8)
-        t = 0.0
-        while t <= span:
+                       f'text-anchor="end">{label}</text>')
+        for t, label in _time_ticks(span):
             out.append(f'<text class="ax" x="{X(t)}" y="{y_off + mt + ph + 17}" '
-                       f'text-anchor="middle">{t / 1e6:.4g} s</text>')
-            t += step
+                       f'text-anchor="middle">{label}</text>')
         out.append(f'<line class="axis" x1="{ml}" x2="{ml + pw}" y1="{Y(0)}" y2="{Y(0)}"/>')
         ty = y_off + height + 4
         for r, k in enumerate(d["top"][:ntop]):

@@ -29,12 +29,13 @@ it at once, the receiver maps the descriptor it got; a duplicate no receiver too
 :data:`keep_alive` seconds (default 10) is withdrawn. A raw handle (:meth:`Tensor.ipc_handle`,
 Dask's transfers) opens only while the exporting tensor's memory is live in the exporting
 process (its owner has not freed it, the process has not exited); Dask's sends and device
-memory sent through multiprocessing are held ``keep_alive`` seconds, released by a timer, and a
-receiver that opens later gets :class:`~devmm.errors.StaleHandleError`. Once open, a
-``cpu.shm`` mapping is the receiver's own (it keeps its own descriptor of the memory): it
-outlives the sender's free and can be sent on. Device memory (``sim.device``, ``cuda.device``)
-follows CUDA's rule instead: the sender must keep the tensor alive until every receiver has
-dropped what it opened; the hold only covers the trip, it does not know when receivers close.
+memory sent through multiprocessing are held ``keep_alive`` seconds for the trip, released by
+a timer, and a receiver that opens later gets :class:`~devmm.errors.StaleHandleError`. Once
+open, a ``cpu.shm`` mapping is the receiver's own (it keeps its own descriptor of the memory):
+it outlives the sender's free and can be sent on. Device memory (``sim.device``,
+``cuda.device``) follows CUDA's rule, which devmm's GPU plugin keeps for the sender: its free of
+memory a receiver has open waits for the receiver's last close (ADR 38), so the hold only has to
+cover the trip; an opened device mapping cannot be sent on (pickling it raises).
 """
 
 from __future__ import annotations
@@ -64,10 +65,11 @@ _HANDLE_SIZE = _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"]
 _TENSOR_HANDLE_MAX = _lib.CONSTANTS["DEVMM_IPC_TENSOR_HANDLE_MAX"]
 
 keep_alive: float = 10.0
-"""Seconds a send waits for its receiver: device memory sent through ``multiprocessing`` and
-``cpu.shm`` memory sent by Dask are held that long after pickling (0: not held; the sender keeps
-the tensor alive itself); a ``cpu.shm`` memfd sent through ``multiprocessing`` that no receiver
-took by then is withdrawn (0: kept until taken or the sender exits). A timer lets go."""
+"""Seconds a send waits for its receiver to open it: device memory sent through
+``multiprocessing`` and ``cpu.shm`` memory sent by Dask are held that long after pickling (0: not
+held; the sender keeps the tensor alive itself); a ``cpu.shm`` memfd sent through
+``multiprocessing`` that no receiver took by then is withdrawn (0: kept until taken or the sender
+exits). A timer lets go; device memory a receiver has opened stays until it closes (ADR 38)."""
 
 _held: collections.deque = collections.deque()  # (deadline, hold capsule), by deadline
 _held_cv = threading.Condition(threading.Lock())
@@ -188,9 +190,22 @@ def _open(handle: bytes, resource: "Optional[MemoryResource]", fd: int) -> "Tens
                    (d.device_type, d.device_id))
 
 
+def _keep_alive() -> float:
+    """keep_alive, checked where it is used: a module attribute cannot check its assignment
+    (ADR 36), so a wrong one is said here, by name (test_ipc_keep_alive_is_checked_at_use)."""
+    k = keep_alive
+    if type(k) is not int and type(k) is not float:
+        raise TypeError(f"devmm.ipc.keep_alive = {k!r}: expected a number of seconds >= 0 (0: "
+                        f"not held), got {type(k).__name__}")
+    if not 0 <= k < float("inf"):
+        raise ValueError(f"devmm.ipc.keep_alive = {k!r}: expected a number of seconds >= 0 (0: "
+                         "not held)")
+    return k
+
+
 def _hold(t: "Tensor") -> None:
     """Holds t's memory for keep_alive seconds; a timer thread lets go of it then."""
-    if keep_alive <= 0:
+    if _keep_alive() == 0:
         return
     got = _lib.py_hold(t._cap)
     if got is not None:
@@ -199,10 +214,11 @@ def _hold(t: "Tensor") -> None:
 
 def _hold_object(obj: object) -> None:
     """Keeps obj keep_alive seconds (0: not at all), then drops it in the timer thread."""
-    if keep_alive <= 0:
+    k = _keep_alive()
+    if k == 0:
         return
     with _held_cv:
-        _held.append((time.monotonic() + keep_alive, obj))
+        _held.append((time.monotonic() + k, obj))
         if not _timer or not _timer[0].is_alive():
             th = threading.Thread(target=_expire, name="devmm-ipc-holds", daemon=True)
             _timer[:] = [th]
@@ -275,18 +291,38 @@ def _reduce_shared(t: "Tensor") -> tuple:
     cpu.shm handle travels with its memfd (multiprocessing's DupFd, as torch's
     file_descriptor strategy): the receiver maps its own descriptor, so nothing is held for
     it; device memory is held keep_alive seconds."""
+    k = _keep_alive()  # said before anything is duplicated or held
     handle = _shared_handle(t)
     if handle is None:
+        _warn_by_value(t)
         return _by_value(t)
     fd = _handle_fd(handle)
     if fd is not None:
         from multiprocessing.reduction import DupFd
         df = DupFd(fd)  # a duplicate, kept by multiprocessing until the receiver takes it
-        if keep_alive > 0:  # 0: until a receiver takes it, or this process exits
+        if k > 0:  # 0: until a receiver takes it, or this process exits
             _hold_object(_Unshared(df))
         return (_rebuild_fd, (handle, df))
     _hold(t)
     return (_rebuild_shared, (handle,))
+
+
+_warned_by_value = False
+
+
+def _warn_by_value(t: "Tensor") -> None:
+    """Once per process: a tensor multiprocessing sends by value, whose writes in the other
+    process are lost (test_a_tensor_multiprocessing_copies_is_warned_about_once)."""
+    global _warned_by_value
+    if _warned_by_value or not t.size:
+        return
+    _warned_by_value = True
+    import warnings  # on first use: start-up time
+    name = _lib.resource_name(_lib.buffer_resource(t.buffer._h)).decode(errors="replace")
+    warnings.warn(f"devmm: a {name} tensor goes to the other process by value (a copy: what it "
+                  "writes there is not seen here); allocate from cpu.shm or device memory to "
+                  "share it (docs/api.md, \"Other processes\"); said once", RuntimeWarning,
+                  stacklevel=3)
 
 
 def _handle_fd(handle: bytes) -> "Optional[int]":
@@ -328,25 +364,45 @@ def _rebuild_fd(handle: bytes, df: object) -> "Tensor":
 
 
 def _shared_handle(t: "Tensor") -> "Optional[bytes]":
-    """t's handle, or None when it has none (no elements, a stack that shares nothing, a
-    mapping its runtime cannot export again): such a tensor goes by value."""
+    """t's handle, or None when its memory cannot be shared at all (no elements, a stack that
+    shares nothing): such a tensor goes by value. A stack that shares memory but gives no handle
+    (a runtime's refusal, an opened device mapping, which CUDA cannot export again) raises with
+    the reason: a failure to take a handle never silently becomes a copy (ADR 38)."""
     if not t.size or not _lib.ipc_supported(_lib.buffer_resource(t.buffer._h)):
         return None
     try:
         return tensor_handle(t)
-    except DevmmError:
-        return None
+    except DevmmError as e:
+        raise type(e)(f"cannot send this {t.device} tensor to another process by handle: {e} "
+                      f"(send a copy explicitly: t.copy('cpu'))", e.status) from None
 
 
 def _rebuild_shared(handle: bytes) -> "Tensor":
     return open_ipc(handle)
 
 
+def _check_length(data: bytes, shape: tuple, dtype: str, itemsize: int) -> None:
+    nbytes = itemsize
+    for n in shape:
+        nbytes *= n
+    if len(data) != nbytes:
+        raise ValueError(f"{len(data)} bytes of data for a tensor of shape {shape!r} and dtype "
+                         f"{dtype} ({nbytes} bytes): the pickle is corrupted or forged")
+
+
 def _rebuild_value(data: bytes, shape: tuple, dtype: str, device: str,
                    readonly: bool = False) -> "Tensor":
-    t = empty(shape, dtype, device="cpu")
+    """A tensor pickled by value, rebuilt: data must be exactly the tensor's bytes (a pickle is
+    input from elsewhere: more would be written past the allocation, ADR 40)."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"a pickled devmm tensor's data must be bytes, not {type(data).__name__}")
+    dt = resolve(dtype)
+    if isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape):
+        _check_length(data, shape, dt.name, dt.itemsize)  # before anything is allocated for it
+    t = empty(shape, dt, device="cpu")  # a shape of another form: refused here, or checked next
+    _check_length(data, tuple(t.shape), dt.name, dt.itemsize)
     if data:
-        ctypes.memmove(t.data_ptr, data, len(data))
+        ctypes.memmove(t.data_ptr, bytes(data), len(data))
     if device != "cpu":
         t = t.copy(device)
     if readonly:
@@ -355,44 +411,17 @@ def _rebuild_value(data: bytes, shape: tuple, dtype: str, device: str,
     return t
 
 
-def _register_with(module: object) -> None:
-    """Registers the reducer with multiprocessing.reduction.ForkingPickler."""
+def register_with(module: object) -> None:
+    """Registers the reducer with multiprocessing.reduction.ForkingPickler (devmm._shared's
+    hook calls it when multiprocessing.reduction is imported after devmm)."""
     module.ForkingPickler.register(Tensor, _reduce_shared)
-
-
-class _ReductionHook:
-    """A meta path finder that registers the reducer once multiprocessing.reduction is
-    imported (so that ``import devmm`` does not import multiprocessing)."""
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        if name != "multiprocessing.reduction":
-            return None
-        import importlib.machinery
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        real = spec.loader.exec_module
-
-        def exec_module(module: object) -> None:
-            real(module)
-            _register_with(module)
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-def _install_reducer() -> None:
-    """Called once, at the end of this module."""
-    m = sys.modules.get("multiprocessing.reduction")
-    if m is not None:
-        _register_with(m)
-    elif not any(isinstance(f, _ReductionHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ReductionHook())
 
 
 # This module builds on devmm.tensor, which therefore cannot import it: it plugs in the
 # tensor's and the buffer's process side itself (devmm._shared, ADR 36), and devmm's
-# __init__ imports it.
+# __init__ loads it on first use (a handle, a pickle, multiprocessing).
 _shared.plug(buffer_handle, tensor_handle, _reduce)
-_install_reducer()  # multiprocessing sends shared tensors by handle
+if "multiprocessing.reduction" in sys.modules:  # else devmm._shared's hook registers it later
+    register_with(sys.modules["multiprocessing.reduction"])
 
 __all__ = ["open_ipc", "supported", "info", "keep_alive", "held", "release_held"]

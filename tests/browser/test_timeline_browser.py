@@ -2,6 +2,7 @@
 over the DevTools protocol), its drawing checked against the log, hovered, zoomed; no console
 errors. Screenshots go to $DEVMM_ARTIFACTS (the build directory under meson) for CI."""
 
+import json
 import os
 import subprocess
 import sys
@@ -170,6 +171,24 @@ def test_snapshot_hover_shows_the_stack_and_zoom_works(tmp_path, browser):
     del weights, acts, late
 
 
+def test_markup_in_the_data_stays_text(tmp_path, browser):
+    """A stack holding '<!--', '</script>', '&' and U+2028 (text of the program's, or of a log's)
+    neither blanks the page nor ends its data early: the page draws, and its data is the text."""
+    from devmm.timeline import from_log
+    log = tmp_path / "run.csv"
+    log.write_text(LOG)
+    snap = from_log(str(log), "cpu")
+    evil = "<!-- </script><script>window.pwned = 1</script> a&b \u2028\u2029 evil.py:1 in f"
+    snap.stacks.append([evil])
+    snap.traces[0].stack[0] = len(snap.stacks) - 1
+    page = tmp_path / "evil.html"
+    snap.save_html(str(page))
+    browser.open(str(page))
+    assert browser.eval("DATA.stacks.some(s => s.includes(%s))" % json.dumps(evil)) is True
+    assert browser.eval("typeof window.pwned") == "undefined"
+    assert browser.eval("document.querySelectorAll('path.alloc').length") == len(DRAWN)
+    assert browser.console_errors() == []
+
 def test_console_errors_are_seen(tmp_path, browser):
     """The check above can fail: a page that logs an error is caught."""
     page = tmp_path / "bad.html"
@@ -177,3 +196,26 @@ def test_console_errors_are_seen(tmp_path, browser):
                     "'1'; window.devmmReady = 1;</script></body></html>")
     browser.open(str(page))
     assert browser.console_errors() == ["console.error: boom"]
+
+
+def test_axis_ticks_share_one_unit_and_precision(tmp_path, browser):
+    # ticks mixed "0.00 s", "0.000200 s" and "1.00e-7 s"; a header-only log drew "000000001 B"
+    for name, text in (("run.csv", LOG), ("empty.csv", LOG.splitlines()[0] + "\n")):
+        log = tmp_path / name
+        log.write_text(text)
+        page = tmp_path / (name + ".html")
+        r = subprocess.run([sys.executable, "-m", "devmm", "timeline", str(log), "-o", str(page)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        browser.open(str(page))
+        labels = browser.eval("[...document.querySelectorAll('g.axis text')].map(t => "
+                              "t.textContent)")
+        timed = [x for x in labels if x.split(" ")[-1] in ("s", "ms", "us")]
+        sizes = [x for x in labels if x not in timed]
+        for group in (timed, sizes):
+            assert len(group) >= 2, labels
+            assert len({x.split(" ")[1] for x in group}) == 1, labels
+            assert len({len(x.split(" ")[0].partition(".")[2]) for x in group}) == 1, labels
+        if name == "empty.csv":
+            assert sizes == ["0 B", "1 B"], labels
+        assert browser.console_errors() == []

@@ -405,34 +405,10 @@ END_TEST
 
 /* ABI: an ops table compiled before the ipc field (a shorter struct_size) has no group, even
  * if the bytes past its end happen to be set; a group shorter than its last op is none. */
-static int t_alloc(devmm_resource *s, size_t n, size_t a, devmm_stream st, void **out) {
-  (void)s, (void)a, (void)st;
-  *out = malloc(n);
-  return DEVMM_OK;
-}
-static int t_free(devmm_resource *s, void *p, size_t n, size_t a, devmm_stream st) {
-  (void)s, (void)n, (void)a, (void)st;
-  free(p);
-  return DEVMM_OK;
-}
-static int t_get(devmm_resource *s, void *p, size_t n, unsigned char *pl) {
-  (void)s, (void)p, (void)n, (void)pl;
-  return DEVMM_OK;
-}
-static int t_open(devmm_resource *s, const unsigned char *pl, size_t n, int32_t pid, void **out,
-                  void **token) {
-  (void)s, (void)pl, (void)n, (void)pid, (void)out, (void)token;
-  return DEVMM_OK;
-}
-static int t_close(devmm_resource *s, void *p, size_t n, void *token) {
-  (void)s, (void)p, (void)n, (void)token;
-  return DEVMM_OK;
-}
-
 START_TEST(the_group_is_read_only_as_far_as_struct_sizes_say) {
-  devmm_resource_ipc_ops group = {sizeof group, "test.ipc", t_get, t_open, t_close};
-  devmm_resource_ops ops = {
-      .struct_size = sizeof ops, .allocate = t_alloc, .deallocate = t_free, .ipc = &group};
+  devmm_resource_ipc_ops group;
+  devmm_resource_ops ops;
+  testres_ipc_stub(&ops, &group, "test.ipc");
   devmm_resource *r;
   ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.ipc", 0, &r), DEVMM_OK);
   ck_assert_int_eq(devmm_ipc_supported(r), 1);
@@ -463,9 +439,11 @@ END_TEST
 START_TEST(sim_round_trip_between_processes) { round_trip("sim.device", 1); }
 END_TEST
 
-/* As with CUDA, the exporter must not free what an importer still maps; the simulator makes the
- * mistake visible: the importer reads the free's 0xDD poison. */
-START_TEST(sim_exporter_free_poisons_what_an_importer_maps) {
+/* CUDA opens no handle in the process that made it; devmm opens it there as the exporter's own
+ * memory (ADR 38 §IPC opens), so an exporter's free is seen at once: the memory is no longer live.
+ * An exporter's free under another process's mapping: sim_ipc's
+ * an_exporters_free_under_an_importer_is_a_fault. */
+START_TEST(sim_a_handle_opened_by_its_exporter_is_its_own_memory) {
   init();
   devmm_resource *r = kind("sim.device", NULL, 0);
   void *p;
@@ -480,7 +458,7 @@ START_TEST(sim_exporter_free_poisons_what_an_importer_maps) {
   devmm_buffer *b;
   ck_assert_msg(devmm_ipc_open(NULL, &h, &b) == DEVMM_OK, "%s", devmm_last_error());
   void *q = devmm_buffer_ptr(b);
-  ck_assert_ptr_ne(q, p);
+  ck_assert_ptr_eq(q, p);
   devmm_resource *mr = devmm_buffer_resource(b);
   ck_assert_int_eq(devmm_buffer_device(b).device_type, DEVMM_DEVICE_SIM);
   memset(host, 0, n);
@@ -488,10 +466,7 @@ START_TEST(sim_exporter_free_poisons_what_an_importer_maps) {
   ck_assert_int_eq(devmm_synchronize(mr, NULL), DEVMM_OK);
   ck_assert(same(host, n, 4));
   ck_assert_int_eq(devmm_deallocate(r, p, n, 0, NULL), DEVMM_OK);
-  ck_assert_int_eq(devmm_copy(mr, host, q, n, NULL), DEVMM_OK);
-  ck_assert_int_eq(devmm_synchronize(mr, NULL), DEVMM_OK);
-  for (size_t i = 0; i < n; i++)
-    ck_assert_int_eq(host[i], 0xDD);
+  ck_assert_int_eq(devmm_copy(mr, host, q, n, NULL), DEVMM_EDEVICE); /* not live any more */
   devmm_ipc_close(b);
   devmm_resource_release(r);
 }
@@ -502,7 +477,8 @@ END_TEST
  * carried in devmm's payload: the importer sees the bytes at the pointer, not at the base. */
 START_TEST(sim_handles_check_the_range_and_carry_an_interior_offset) {
   init();
-  devmm_resource *r = kind("sim.device", NULL, 0);
+  devmm_option packed[] = {{"ipc_isolate", "false", 1}}; /* the runtime's own sizes */
+  devmm_resource *r = kind("sim.device", packed, 1);
   void *p;
   ck_assert_int_eq(devmm_allocate(r, 8192, 0, NULL, &p), DEVMM_OK);
   unsigned char host[8192];
@@ -592,7 +568,7 @@ START_TEST(forged_handles_open_only_devmm_memfds) {
   forge_fd(&h, file);
   ck_assert_int_eq(devmm_ipc_open(NULL, &h, &b), DEVMM_EINVAL);
   ck_assert_ptr_null(b);
-  ck_assert_error_contains("is not a devmm memfd");
+  ck_assert_error_contains("is not a cpu.shm memfd");
   int pipefd[2];
   ck_assert_int_eq(pipe(pipefd), 0);
   h = good;
@@ -730,12 +706,10 @@ START_TEST(the_info_struct_and_ops_sizes_are_versioned) {
   ck_assert_int_eq(info.same_machine, 1);
   ck_assert_int_eq(devmm_deallocate(r, p, 64, 0, NULL), DEVMM_OK);
   devmm_resource_release(r);
-  devmm_resource_ipc_ops group = {sizeof group, "test.ipc", t_get, t_open, t_close};
-  devmm_resource_ops ops = {.struct_size =
-                                offsetof(devmm_resource_ops, ipc) + 4, /* half of the ipc pointer */
-                            .allocate = t_alloc,
-                            .deallocate = t_free,
-                            .ipc = &group};
+  devmm_resource_ipc_ops group;
+  devmm_resource_ops ops;
+  testres_ipc_stub(&ops, &group, "test.ipc");
+  ops.struct_size = offsetof(devmm_resource_ops, ipc) + 4; /* half of the ipc pointer */
   devmm_resource *x = NULL;
   ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.odd", 0, &x), DEVMM_EINVAL);
   ck_assert_ptr_null(x);
@@ -759,7 +733,7 @@ Suite *ipc_suite(void) {
   tcase_add_test(tc, shm_leaves_no_descriptor_or_mapping);
   tcase_add_test(tc, the_group_is_read_only_as_far_as_struct_sizes_say);
   tcase_add_test(tc, sim_round_trip_between_processes);
-  tcase_add_test(tc, sim_exporter_free_poisons_what_an_importer_maps);
+  tcase_add_test(tc, sim_a_handle_opened_by_its_exporter_is_its_own_memory);
   tcase_add_test(tc, sim_handles_check_the_range_and_carry_an_interior_offset);
   tcase_add_test(tc, forged_handles_open_only_devmm_memfds);
   tcase_add_test(tc, shm_mappings_export_again);

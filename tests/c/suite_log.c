@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testres.h"
@@ -92,6 +93,36 @@ START_TEST(log_times_and_formats) {
 }
 END_TEST
 
+/* Every jump back of more than 12 hours is a midnight; 213504 of them (two lines a day, 23:00
+ * then 00:00) would take the times past 64 bits of nanoseconds. The line where that happens is
+ * refused, instead of the times wrapping around to the start. */
+START_TEST(log_times_cannot_wrap) {
+  const char day[] = "1,23:00:00,free,0x1,0,0\n1,00:00:00,free,0x1,0,0\n";
+  size_t days = 214000, n = strlen(HDR) + days * (sizeof day - 1);
+  char *text = malloc(n + 1), *w = text;
+  ck_assert_ptr_nonnull(text);
+  w += sprintf(w, "%s", HDR);
+  for (size_t i = 0; i < days; i++)
+    w += sprintf(w, "%s", day);
+  devmm_log *log = NULL;
+  int rc = devmm_log_parse(text, n, "t.csv", &log);
+  if (rc == DEVMM_OK) {
+    for (size_t i = 1; i < log->nevents; i++)
+      ck_assert_msg(log->events[i].time_ns >= log->events[i - 1].time_ns,
+                    "event %zu (line %zu) is at %llu ns, before event %zu at %llu ns", i, i + 2,
+                    (unsigned long long)log->events[i].time_ns, i - 1,
+                    (unsigned long long)log->events[i - 1].time_ns);
+    devmm_log_free(log);
+  }
+  free(text);
+  ck_assert_int_eq(rc, DEVMM_EINVAL);
+  ck_assert_str_eq(devmm_last_error(),
+                   "t.csv:427009: Time '00:00:00' is on day 213504 of the log, past what 64 bits "
+                   "of nanoseconds can count (each jump back of more than 12 hours is a "
+                   "midnight): expected a log of fewer days");
+}
+END_TEST
+
 START_TEST(log_bad_input_is_named) {
   parse_fails("", "empty: expected the header");
   parse_fails("Thread,Time\n", "t.csv:1: 'Thread,Time' is not the log's header");
@@ -111,7 +142,12 @@ START_TEST(log_bad_input_is_named) {
   parse_fails(HDR "1,10:00:00:000001,allocate,0x10,-8,(nil)\n",
               "t.csv:2: Size '-8' is not a number of bytes");
   parse_fails(HDR "1,10:00:00:000001,allocate,0x10,99999999999999999999999,(nil)\n",
-              "t.csv:2: Size");
+              "t.csv:2: Size '99999999999999999999999' is too large: expected at most "
+              "18446744073709551615");
+  parse_fails(HDR "1,10:00:00:000001,allocate,0x10,18446744073709551616,(nil)\n",
+              "t.csv:2: Size '18446744073709551616' is too large");
+  parse_fails(HDR "123456789012345678901,10:00:00:000001,allocate,0x10,8,(nil)\n",
+              "t.csv:2: Thread '123456789012345678901' is too large");
   parse_fails(HDR "1,10:00:00:000001,allocate,0x10,8,stream\n", "t.csv:2: Stream 'stream'");
   parse_fails(HDR "1,10:00:00:000001,allocate,(nil),8,(nil)\n",
               "t.csv:2: allocate of a NULL pointer");
@@ -161,14 +197,57 @@ START_TEST(log_reads_what_the_logging_adaptor_wrote) {
 }
 END_TEST
 
+/* A FIFO where a log is expected (another user can plant one) would block the reader forever:
+ * refused at once, as a FIFO; a directory is named too. alarm() turns a hang into a failure. */
+START_TEST(log_read_refuses_what_is_not_a_file) {
+  char dir[TESTRES_PATH_MAX], fifo[TESTRES_PATH_MAX + 16], want[2 * TESTRES_PATH_MAX];
+  testres_mkdtemp(dir, sizeof dir, "logfifo");
+  snprintf(fifo, sizeof fifo, "%s/job.csv", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  devmm_log *log = (devmm_log *)1;
+  alarm(10);
+  ck_assert_int_eq(devmm_log_read(fifo, &log), DEVMM_EIO);
+  alarm(0);
+  ck_assert_ptr_null(log);
+  snprintf(want, sizeof want, "cannot read log '%s': it is a FIFO: expected a regular file", fifo);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_int_eq(devmm_log_read(dir, &log), DEVMM_EIO);
+  snprintf(want, sizeof want, "cannot read log '%s': it is a directory: expected a regular file",
+           dir);
+  ck_assert_str_eq(devmm_last_error(), want);
+  unlink(fifo);
+  rmdir(dir);
+}
+END_TEST
+
+/* A field's text goes into the refusal escaped: a CR, an ESC or a BEL from the log would let it
+ * forge a line on the terminal that shows the message. */
+START_TEST(log_fields_escaped_in_messages) {
+  parse_fails(HDR "1,12:00:00.000001,allocate,0x1000,16,0x0\r[devmm] OK\x1b[K\a\n",
+              "t.csv:2: Stream '0x0\\x0d[devmm] OK\\x1b[K\\x07' is not a stream");
+  parse_fails(HDR "1\x1b]0;x\a,10:00:00:000001,allocate,0x10,8,(nil)\n",
+              "t.csv:2: Thread '1\\x1b]0;x\\x07' is not a thread id");
+  parse_fails(HDR "1,10:00\x1b:00,allocate,0x10,8,(nil)\n",
+              "t.csv:2: Time '10:00\\x1b:00' is not a time of day");
+  parse_fails(HDR "1,10:00:00:000001,free\x1b,0x10,8,(nil)\n",
+              "t.csv:2: Action 'free\\x1b' is unknown");
+  parse_fails("Thread,Time\x1b[2J\n", "t.csv:1: 'Thread,Time\\x1b[2J' is not the log's header");
+  parse_fails(HDR "1,10:00:00:000001,allocate,0x10,8\\,(nil)\n",
+              "t.csv:2: Size '8\\x5c' is not a number of bytes");
+}
+END_TEST
+
 Suite *log_suite(void) {
   Suite *s = suite_create("log");
   TCase *tc = tcase_create("log");
   tcase_add_test(tc, log_pairs_frees_with_allocations);
   tcase_add_test(tc, log_reused_pointer_out_of_order);
   tcase_add_test(tc, log_times_and_formats);
+  tcase_add_test(tc, log_times_cannot_wrap);
   tcase_add_test(tc, log_bad_input_is_named);
   tcase_add_test(tc, log_reads_what_the_logging_adaptor_wrote);
+  tcase_add_test(tc, log_read_refuses_what_is_not_a_file);
+  tcase_add_test(tc, log_fields_escaped_in_messages);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -123,11 +123,168 @@ START_TEST(logging_flush_failures_and_stderr) {
 }
 END_TEST
 
+/* A new log file is created 0600 (whatever the umask lets through of more); a file of this
+ * user's that exists is truncated and keeps its mode, as fopen's "w" did. */
+START_TEST(logging_file_created_0600) {
+  char dir[TESTRES_PATH_MAX], path[TESTRES_PATH_MAX + 16];
+  testres_mkdtemp(dir, sizeof dir, "logmode");
+  snprintf(path, sizeof path, "%s/new.csv", dir);
+  mode_t old = umask(022);
+  devmm_resource *up = testres_create(NULL), *lg;
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 0, &lg), DEVMM_OK);
+  devmm_resource_release(lg);
+  umask(old);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_msg((st.st_mode & 07777) == 0600, "a new log file has mode %04o, expected 0600",
+                (unsigned)(st.st_mode & 07777));
+  testres_write_text(path, "an old log\n");
+  ck_assert_int_eq(chmod(path, 0640), 0);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 0, &lg), DEVMM_OK);
+  devmm_resource_release(lg);
+  char *text = testres_read_text(path);
+  ck_assert_str_eq(text, "Thread,Time,Action,Pointer,Size,Stream\n");
+  free(text);
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_int_eq(st.st_mode & 07777, 0640);
+  unlink(path);
+  rmdir(dir);
+  devmm_resource_release(up);
+}
+END_TEST
+
+/* A log file named through a symbolic link is refused, dangling or not: whoever can write the
+ * link's directory could point it at any file of this user's, which would be truncated. A file
+ * with a second name (a hard link) is refused too; the file pointed at is left as it was. */
+START_TEST(logging_file_links_refused) {
+  char dir[TESTRES_PATH_MAX], target[TESTRES_PATH_MAX + 16], link_path[TESTRES_PATH_MAX + 16];
+  char want[3 * TESTRES_PATH_MAX];
+  testres_mkdtemp(dir, sizeof dir, "loglink");
+  snprintf(target, sizeof target, "%s/precious", dir);
+  snprintf(link_path, sizeof link_path, "%s/log.csv", dir);
+  testres_write_text(target, "precious\n");
+  ck_assert_int_eq(chmod(target, 0600), 0);
+  ck_assert_int_eq(symlink(target, link_path), 0);
+  devmm_resource *up = testres_create(NULL), *lg = NULL;
+  int rc = devmm_logging_adaptor_create(up, link_path, 0, &lg);
+  if (rc == DEVMM_OK)
+    devmm_resource_release(lg);
+  char *text = testres_read_text(target);
+  ck_assert_msg(strcmp(text, "precious\n") == 0, "the link's target now holds '%s'", text);
+  free(text);
+  ck_assert_int_eq(rc, DEVMM_EIO);
+  snprintf(want, sizeof want,
+           "logging adaptor: refusing log file '%s': it is a symbolic link, which devmm does "
+           "not follow: name the file itself",
+           link_path);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_ptr_null(lg);
+  /* dangling: nothing is created where it points */
+  ck_assert_int_eq(unlink(link_path), 0);
+  char missing[TESTRES_PATH_MAX + 16];
+  snprintf(missing, sizeof missing, "%s/missing", dir);
+  ck_assert_int_eq(symlink(missing, link_path), 0);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, link_path, 0, &lg), DEVMM_EIO);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_int_eq(access(missing, F_OK), -1);
+  ck_assert_int_eq(unlink(link_path), 0);
+  /* a hard link */
+  ck_assert_int_eq(link(target, link_path), 0);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, link_path, 0, &lg), DEVMM_EIO);
+  snprintf(want, sizeof want,
+           "logging adaptor: refusing log file '%s': it has 2 names (hard links): expected a "
+           "file with one name",
+           link_path);
+  ck_assert_str_eq(devmm_last_error(), want);
+  text = testres_read_text(target);
+  ck_assert_str_eq(text, "precious\n");
+  free(text);
+  unlink(link_path);
+  unlink(target);
+  rmdir(dir);
+  devmm_resource_release(up);
+}
+END_TEST
+
+/* A FIFO is refused without waiting for a reader (opening one for writing blocks until a reader
+ * comes), and so is a directory; a character device (/dev/null) is fine. */
+START_TEST(logging_file_not_regular_refused) {
+  char dir[TESTRES_PATH_MAX], fifo[TESTRES_PATH_MAX + 16], want[2 * TESTRES_PATH_MAX];
+  testres_mkdtemp(dir, sizeof dir, "logfifo");
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  devmm_resource *up = testres_create(NULL), *lg;
+  alarm(10); /* a blocking open would hang: fail instead */
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, fifo, 0, &lg), DEVMM_EIO);
+  alarm(0);
+  snprintf(want, sizeof want,
+           "logging adaptor: refusing log file '%s': it is a FIFO: expected a regular file of "
+           "this user's or a character device such as /dev/null",
+           fifo);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, dir, 0, &lg), DEVMM_EIO);
+  snprintf(want, sizeof want,
+           "logging adaptor: refusing log file '%s': it is a directory: expected a regular "
+           "file of this user's or a character device such as /dev/null",
+           dir);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, "/dev/null", 0, &lg), DEVMM_OK);
+  devmm_resource_release(lg);
+  unlink(fifo);
+  rmdir(dir);
+  devmm_resource_release(up);
+}
+END_TEST
+
+/* Two adaptors of one process on one log file (one log_file for [device sim:*]) share it: the
+ * second does not truncate what the first wrote, the header is written once, and the file
+ * closes with the last of them. */
+START_TEST(logging_file_shared_in_process) {
+  char dir[TESTRES_PATH_MAX], path[TESTRES_PATH_MAX + 16];
+  testres_mkdtemp(dir, sizeof dir, "logshare");
+  snprintf(path, sizeof path, "%s/run.csv", dir);
+  devmm_resource *up = testres_create(NULL), *a, *b;
+  void *p, *q;
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 1, &a), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(a, 111, 0, NULL, &p), DEVMM_OK);
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 1, &b), DEVMM_OK);
+  ck_assert_int_eq(devmm_allocate(b, 222, 0, NULL, &q), DEVMM_OK);
+  ck_assert_int_eq(devmm_deallocate(a, p, 111, 0, NULL), DEVMM_OK);
+  devmm_resource_release(a);
+  ck_assert_int_eq(devmm_deallocate(b, q, 222, 0, NULL), DEVMM_OK);
+  devmm_resource_release(b);
+  char *text = testres_read_text(path);
+  const char *header = "Thread,Time,Action,Pointer,Size,Stream\n";
+  ck_assert_msg(strncmp(text, header, strlen(header)) == 0 && !strstr(text + 1, "Thread,"),
+                "expected one header first:\n%s", text);
+  ck_assert_msg(strstr(text, ",allocate,") && strstr(text, ",111,") && strstr(text, ",222,"),
+                "the first adaptor's lines are lost:\n%s", text);
+  int lines = 0;
+  for (const char *c = text; *c; c++)
+    lines += *c == '\n';
+  ck_assert_int_eq(lines, 5);
+  free(text);
+  /* once both are gone, a new adaptor starts the file afresh */
+  ck_assert_int_eq(devmm_logging_adaptor_create(up, path, 0, &a), DEVMM_OK);
+  devmm_resource_release(a);
+  text = testres_read_text(path);
+  ck_assert_str_eq(text, header);
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  devmm_resource_release(up);
+}
+END_TEST
+
 Suite *logging_suite(void) {
   Suite *s = suite_create("logging");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, logging_csv);
   tcase_add_test(tc, logging_flush_failures_and_stderr);
+  tcase_add_test(tc, logging_file_created_0600);
+  tcase_add_test(tc, logging_file_links_refused);
+  tcase_add_test(tc, logging_file_not_regular_refused);
+  tcase_add_test(tc, logging_file_shared_in_process);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,8 @@
 /* libFuzzer target: the memory-log reader (devmm_log_parse). A log that parses must be paired
  * consistently: an allocation and its free point at each other, name the same address, and the
- * free comes later; the counts of unmatched frees and never-freed allocations agree. */
+ * free comes later; the counts of unmatched frees and never-freed allocations agree; no time is
+ * more than 12 hours before the latest one so far (a bigger jump back is a midnight, so a time
+ * that wrapped past 64 bits would show as one). */
 #include <devmm/devmm.h>
 
 #include <stdlib.h>
@@ -14,10 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   size_t open = 0, unmatched = 0;
+  uint64_t latest = 0, half_day = 43200ull * 1000000000ull;
   for (size_t i = 0; i < log->nevents; i++) {
     const devmm_log_event *e = &log->events[i];
     if (e->thread >= log->nthreads || e->action > DEVMM_LOG_FREE_FAILURE)
       abort();
+    if (latest > half_day && e->time_ns < latest - half_day)
+      abort();
+    if (e->time_ns > latest)
+      latest = e->time_ns;
     if (e->peer < 0) {
       open += e->action == DEVMM_LOG_ALLOCATE;
       unmatched += e->action == DEVMM_LOG_FREE;

@@ -297,11 +297,11 @@ def test_an_exited_exporter_is_a_stale_handle_and_forged_handles_never_crash():
     assert "has exited or freed the memory" in out
     assert "OPENED" not in out
     assert "stdin: StaleHandleError" in out and "is another file now" in out
-    assert "huge: DevmmValueError" in out and "-byte file" in out
+    assert "huge: DevmmValueError" in out and "-byte allocation" in out
     assert "no pid: DevmmValueError" in out and "names no process" in out
     assert ("pid 1: DevmmError cpu.shm: cannot open the IPC handle: not allowed to open "
             "/proc/1/fd/") in out
-    assert "kind: DevmmError" in out and "unknown resource kind 'cpu.nope'" in out
+    assert "kind: DevmmError" in out and "no loaded plugin offers kind 'cpu.nope'" in out
     assert ("device: DevmmValueError IPC handle of device99:0 memory: resource 'cpu.shm' is "
             "on cpu\n") in out
 

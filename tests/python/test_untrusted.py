@@ -49,7 +49,7 @@ CASES = [
     (lambda w: AlignedMemoryResource(0), ValueError, "not a power of two"),
     (lambda w: MmapMemoryResource("sometimes"), ValueError, "expected never, transparent"),
     (lambda w: w(MmapMemoryResource()).allocate(2**62), MemoryError, "could not map"),
-    (lambda w: devmm.LimitingAdaptor(w(), -1), ValueError, "size must be >= 0"),
+    (lambda w: devmm.LimitingAdaptor(w(), -1), ValueError, "limit must be >= 0"),
     (lambda w: devmm.LimitingAdaptor(w(), "101%"), ValueError, "0..100%"),
     (lambda w: devmm.LimitingAdaptor(None, 1), TypeError, "upstream must be"),
     (lambda w: devmm.AlignedAdaptor(w(), 24), ValueError, "not a power of two"),

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int t_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_stream stream,
@@ -151,4 +154,70 @@ void testres_skip(const char *fmt, ...) {
   }
   fprintf(f, "%s\n", reason);
   fclose(f);
+}
+
+int testres_writable_as(const char *path, unsigned uid, unsigned gid) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    if (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0)
+      _exit(2);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    _exit(fd >= 0 ? 0 : 1);
+  }
+  int st;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 2, "the child could not become %u:%u", uid,
+                gid);
+  return WEXITSTATUS(st) == 0;
+}
+
+char *testres_read_text(const char *path) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char *text = NULL;
+  size_t n = 0;
+  if (getdelim(&text, &n, '\0', f) < 0) {
+    free(text);
+    text = calloc(1, 1);
+  }
+  fclose(f);
+  return text;
+}
+
+void testres_write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int stub_alloc(devmm_resource *s, size_t n, size_t a, devmm_stream st, void **out) {
+  (void)s, (void)a, (void)st;
+  *out = malloc(n);
+  return DEVMM_OK;
+}
+static int stub_free(devmm_resource *s, void *p, size_t n, size_t a, devmm_stream st) {
+  (void)s, (void)n, (void)a, (void)st;
+  free(p);
+  return DEVMM_OK;
+}
+static int stub_get(devmm_resource *s, void *p, size_t n, unsigned char *pl) {
+  (void)s, (void)p, (void)n, (void)pl;
+  return DEVMM_OK;
+}
+static int stub_open(devmm_resource *s, const unsigned char *pl, size_t n, int32_t pid, void **out,
+                     void **token) {
+  (void)s, (void)pl, (void)n, (void)pid, (void)out, (void)token;
+  return DEVMM_OK;
+}
+static int stub_close(devmm_resource *s, void *p, size_t n, void *token) {
+  (void)s, (void)p, (void)n, (void)token;
+  return DEVMM_OK;
+}
+
+void testres_ipc_stub(devmm_resource_ops *ops, devmm_resource_ipc_ops *group, const char *kind) {
+  *group = (devmm_resource_ipc_ops){sizeof *group, kind, stub_get, stub_open, stub_close};
+  *ops = (devmm_resource_ops){
+      .struct_size = sizeof *ops, .allocate = stub_alloc, .deallocate = stub_free, .ipc = group};
 }

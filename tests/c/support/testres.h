@@ -29,6 +29,17 @@ void testres_copy_file(const char *from, const char *to, unsigned mode);
  * $DEVMM_TEST_SKIPS). Only for a suite of one test: the runner exits 77 (Meson: SKIP) when every
  * test it ran skipped, and fails a run in which some tests skipped and others did not. */
 void testres_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether a child running as uid:gid (no supplementary groups) can open path for writing; the
+ * test fails if the child cannot become uid:gid (needs root). */
+int testres_writable_as(const char *path, unsigned uid, unsigned gid);
+/* The whole file as text (the caller frees it; "" for an empty file); fails the test if it
+ * cannot be opened. */
+char *testres_read_text(const char *path);
+/* A host resource whose IPC group (kind `kind`) makes and opens nothing: fills ops and group
+ * (malloc/free, IPC ops that succeed doing nothing), for tests of the group's handling. */
+void testres_ipc_stub(devmm_resource_ops *ops, devmm_resource_ipc_ops *group, const char *kind);
+/* Writes text as the whole file (created or truncated); fails the test if it cannot. */
+void testres_write_text(const char *path, const char *text);
 /* Asserts the last error message contains needle (prints both on failure). */
 #define ck_assert_error_contains(needle)                                                           \
   ck_assert_msg(strstr(devmm_last_error(), (needle)) != NULL, "error '%s' does not contain '%s'",  \
