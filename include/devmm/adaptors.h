@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 /* The adaptor type of r: "statistics", "limiting", "tracking", "logging", "aligned",
- * "failure_callback" or "thread_safe" (a static string); NULL when r is not an adaptor. */
+ * "failure_callback", "thread_safe" or "prefetch" (a static string); NULL when r is not an
+ * adaptor. */
 DEVMM_API const char *devmm_adaptor_kind(const devmm_resource *r);
 
 /* ------------------------------------------------------------------ statistics */
@@ -141,7 +142,9 @@ DEVMM_API int devmm_tracking_report(devmm_resource *tracking, char **out);
 /* ------------------------------------------------------------------ logging */
 
 /* Logs every allocate/free as CSV (Thread,Time,Action,Pointer,Size,Stream; RMM's columns) to
- * path (created or truncated) or, if path is NULL, to stderr. */
+ * path or, if path is NULL, to stderr. path is created 0600, or truncated if it is a regular
+ * file of this user's with one name; a final symbolic link, another user's file, a FIFO or a
+ * directory is refused (DEVMM_EIO); adaptors of a process naming one file share it. */
 DEVMM_API int devmm_logging_adaptor_create(devmm_resource *upstream, const char *path,
                                            int auto_flush, devmm_resource **out);
 /* Flushes the log. */
@@ -156,19 +159,40 @@ DEVMM_API int devmm_aligned_adaptor_create(devmm_resource *upstream, size_t alig
 
 /* ------------------------------------------------------------------ failure callback */
 
-/* Called when the upstream reports out-of-memory: return non-zero to retry, 0 to fail.
- * `attempt` counts from 0 for each allocation. */
+/* Called when the upstream's allocation fails: return 1 (positive) to retry, 0 to fail with the
+ * upstream's error, or a negative devmm_status, set with devmm_set_error, to fail with that
+ * instead (the callback's own error). `attempt` counts from 0 for each allocation. */
 typedef int (*devmm_failure_callback)(size_t bytes, int attempt, void *user);
+
+/* Flags of devmm_failure_callback_adaptor_create_ex. */
+enum {
+  /* Call back on any failed allocation (RMM's failure_callback_resource_adaptor<bad_alloc>),
+   * not only on DEVMM_ENOMEM; devmm_last_status() says which. */
+  DEVMM_FAILURE_CALLBACK_ANY_ERROR = 1u << 0,
+};
 
 /* Calls callback on DEVMM_ENOMEM from upstream and retries while it asks to. */
 DEVMM_API int devmm_failure_callback_adaptor_create(devmm_resource *upstream,
                                                     devmm_failure_callback cb, void *user,
                                                     devmm_resource **out);
+/* Like devmm_failure_callback_adaptor_create, with DEVMM_FAILURE_CALLBACK_* flags. */
+DEVMM_API int devmm_failure_callback_adaptor_create_ex(devmm_resource *upstream,
+                                                       devmm_failure_callback cb, void *user,
+                                                       unsigned flags, devmm_resource **out);
 
 /* ------------------------------------------------------------------ thread-safe */
 
 /* Serialises every operation on upstream with a mutex (for upstreams that are not thread-safe). */
 DEVMM_API int devmm_thread_safe_adaptor_create(devmm_resource *upstream, devmm_resource **out);
+
+/* ------------------------------------------------------------------ prefetch */
+
+/* Prefetches each allocation to the device on its stream once upstream made it (RMM's
+ * prefetch_resource_adaptor), through devmm_prefetch: over any stack whose leaf has the prefetch
+ * op (<gpu>.managed, <gpu>.system, <gpu>.async with pool = managed), adaptors between them
+ * included. DEVMM_ENOTSUP at creation where no layer has it; an allocation whose prefetch fails
+ * is freed and the prefetch's error returned. */
+DEVMM_API int devmm_prefetch_adaptor_create(devmm_resource *upstream, devmm_resource **out);
 
 #ifdef __cplusplus
 }

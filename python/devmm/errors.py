@@ -9,6 +9,8 @@ True
 
 from __future__ import annotations
 
+import _thread  # built in: no start-up cost
+
 
 class DevmmError(Exception):
     """Base class of devmm's errors; ``.status`` is the C status name."""
@@ -97,6 +99,14 @@ class DevmmStateError(DevmmError, RuntimeError):
     pushed, callbacks disabled at exit, a copy of freed memory (also a ``RuntimeError``)."""
 
 
+class StatisticsScopeError(DevmmStateError, IndexError):
+    """A statistics scope popped that was never pushed: a :class:`DevmmStateError` and, as
+    RMM's ``pop_counters`` raises it, an ``IndexError`` (docs/from-rmm.md)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "DEVMM_ESTATE")
+
+
 class BufferFreedError(DevmmStateError, BufferError):
     """An export (DLPack, an array interface) of memory whose owner freed it: also a
     ``BufferError``, what the Array API and NumPy's tests expect of a failed export."""
@@ -113,3 +123,25 @@ class DeviceExportError(DevmmError, BufferError, ValueError):
 
 class CallbackError(DevmmError):
     """A Python callback of a resource raised."""
+
+
+# ----------------------------------------------------------------------------- callbacks' own
+# A Python callback that C calls cannot raise through C: it holds its exception here (per
+# thread) and fails with a devmm status whose message contains `said`; devmm._lib.error takes
+# it back when it builds the exception for that status (tests/python/test_from_rmm.py).
+_held: dict = {}
+
+
+def hold(exc: BaseException, said: str, reraise: bool) -> None:
+    """Keeps exc for this thread: reraise=True gives it back as it is (a failure callback's),
+    False as the ``__cause__`` of the devmm error (a callback resource's)."""
+    _held[_thread.get_ident()] = (exc, said, reraise)
+
+
+def take(message: str) -> tuple:
+    """(exception, reraise) this thread held for a failure whose message is message, or
+    (None, False); what was held goes either way."""
+    got = _held.pop(_thread.get_ident(), None)
+    if got is None or got[1] not in message:
+        return None, False
+    return got[0], got[2]

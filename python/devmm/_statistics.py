@@ -1,4 +1,6 @@
-"""The figures of a statistics adaptor, as RMM's ``rmm.statistics.Statistics`` has them.
+"""The figures of a statistics adaptor, as RMM's ``rmm.statistics.Statistics`` has them
+(``devmm.Statistics``). A private module: ``devmm.statistics`` is the ``with`` block
+(devmm.rmm_compat), and a submodule of that name would replace it once imported (ADR 41).
 
 >>> import devmm
 >>> from devmm.mrs.cpu import MallocMemoryResource

@@ -1,0 +1,299 @@
+"""What a user coming from RAPIDS RMM relies on (issue 24, docs/from-rmm.md, ADR 41): RMM's
+module-level conveniences over devmm's adaptors, and the differences devmm keeps or gave up."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import devmm
+from devmm.mrs.cpu import MallocMemoryResource
+
+SIM_INI = "[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 2\n[device sim:*]\n" \
+          "resource = sim.async\n"
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def test_push_returns_the_figures_before_the_push():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource())
+    p = s.allocate(100)
+    before = s.push()
+    assert before == devmm.Statistics(100, 1, 100, 1, 100, 1)
+    assert s.current_bytes == 0
+    s.pop()
+    s.deallocate(p, 100)
+
+
+def test_enable_statistics_stacks_once_on_every_device():
+    devmm.init(SIM_INI)
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_statistics()
+    for d in ("cpu", "sim:0", "sim:1"):
+        assert isinstance(devmm.get_current_device_resource(d), devmm.StatisticsAdaptor), d
+    devmm.enable_statistics()  # already there: not stacked twice
+    assert devmm.get_current_device_resource().name == "statistics(cpu.malloc)"
+
+
+def test_enable_statistics_of_one_device():
+    devmm.init(SIM_INI)
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_statistics("sim:1")
+    assert devmm.get_current_device_resource("sim:1").name.startswith("statistics(")
+    assert devmm.get_current_device_resource().name == "cpu.malloc"
+    assert devmm.get_statistics() is None  # as RMM's: None where no statistics are kept
+
+
+def test_get_push_pop_statistics():
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_statistics("cpu")
+    t = devmm.empty(64, "int8")
+    assert devmm.get_statistics().current_bytes == 64
+    assert devmm.push_statistics() == devmm.Statistics(64, 1, 64, 1, 64, 1)
+    u = devmm.empty(32, "int8")
+    assert devmm.get_statistics().current_bytes == 32
+    assert devmm.pop_statistics().total_bytes == 32
+    assert devmm.get_statistics().total_bytes == 96
+    del t, u
+
+
+def test_statistics_block_enables_and_restores():
+    base = MallocMemoryResource()
+    devmm.set_current_device_resource(base)
+    with devmm.statistics():
+        t = devmm.empty(16, "int8")
+        assert devmm.get_statistics().current_bytes == 16
+    assert devmm.get_current_device_resource() == base
+    del t
+    devmm.enable_statistics("cpu")
+    outer = devmm.get_current_device_resource()
+    with devmm.statistics():
+        u = devmm.empty(8, "int8")
+        assert devmm.get_statistics().total_bytes == 8
+    assert devmm.get_current_device_resource() == outer
+    assert devmm.get_statistics().total_bytes == 8  # the scope merged into the outer one
+    del u
+
+
+def test_statistics_block_refuses_a_changed_stack():
+    devmm.set_current_device_resource(MallocMemoryResource())
+    with pytest.raises(ValueError, match="changed"):
+        with devmm.statistics():
+            devmm.set_current_device_resource(MallocMemoryResource())
+
+
+def test_popping_the_last_scope_is_an_index_error_too():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource())
+    with pytest.raises(IndexError):
+        s.pop()
+    with pytest.raises(devmm.DevmmStateError):
+        s.pop()
+
+
+def test_statistics_module_and_function_coexist():
+    import devmm._statistics  # the dataclass's module: importing it never hides the function
+    assert callable(devmm.statistics)
+    assert devmm._statistics.Statistics is devmm.Statistics
+
+
+# ----------------------------------------------------------------------------- logging
+
+def test_enable_logging_names_a_file_per_device(tmp_path):
+    devmm.init(SIM_INI)
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_logging(log_file_name=str(tmp_path / "rmm_log.csv"))
+    names = devmm.get_log_filenames()
+    assert names["cpu"] == str(tmp_path / "rmm_log.cpu.csv")
+    assert names["sim:0"] == str(tmp_path / "rmm_log.sim0.csv")
+    t = devmm.empty(48, "int8")
+    del t
+    devmm.disable_logging()
+    assert devmm.get_current_device_resource().name == "cpu.malloc"
+    assert devmm.get_log_filenames() == {}
+    text = (tmp_path / "rmm_log.cpu.csv").read_text()
+    assert text.startswith("Thread,Time,Action,Pointer,Size,Stream") and ",48," in text
+
+
+def test_cuda_devices_keep_rmm_file_names():
+    from devmm.rmm_compat import log_file_for
+    assert log_file_for("x/rmm_log.csv", "cuda:1") == "x/rmm_log.dev1.csv"
+    assert log_file_for("rmm_log", "rocm:0") == "rmm_log.rocm0"
+
+
+def test_log_file_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVMM_LOG_FILE", str(tmp_path / "env.csv"))
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_logging(device="cpu")
+    assert devmm.get_log_filenames() == {"cpu": str(tmp_path / "env.csv").replace(
+        "env.csv", "env.cpu.csv")}
+    devmm.disable_logging()
+    monkeypatch.delenv("DEVMM_LOG_FILE")
+    with pytest.raises(ValueError, match="DEVMM_LOG_FILE"):
+        devmm.enable_logging(device="cpu")
+
+
+def test_more_than_one_sink(tmp_path):
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.enable_logging(log_file_name=[str(tmp_path / "a.csv"), str(tmp_path / "b.csv")],
+                         device="cpu")
+    t = devmm.empty(24, "int8")
+    del t
+    devmm.flush_logger()
+    for f in ("a.cpu.csv", "b.cpu.csv"):
+        assert ",24," in (tmp_path / f).read_text(), f
+    devmm.disable_logging()
+    assert devmm.get_current_device_resource().name == "cpu.malloc"
+
+
+def test_logging_level_api():
+    was = devmm.get_logging_level()
+    try:
+        devmm.set_logging_level("debug")
+        assert devmm.get_logging_level() == devmm.level_enum.debug
+        assert devmm.should_log(devmm.level_enum.info)
+        devmm.set_logging_level(devmm.level_enum.error)
+        assert not devmm.should_log("warn") and devmm.should_log("critical")
+        devmm.set_logging_level("critical")  # RMM's: devmm's diagnostics say errors
+        assert devmm.get_logging_level() == devmm.level_enum.critical
+        devmm.set_flush_level("warn")
+        assert devmm.get_flush_level() == devmm.level_enum.warn
+        with pytest.raises(ValueError, match="not a level"):
+            devmm.set_logging_level("loud")
+    finally:
+        devmm.set_logging_level(was)
+
+
+def test_logging_level_reaches_devmms_diagnostics(tmp_path):
+    # the level C's diagnostics use: DEVMM_LOG_LEVEL's, then the one set, then devmm.ini's
+    ini = tmp_path / "info.ini"
+    ini.write_text("[devmm]\nlog_level = info\n")
+    code = ("import devmm, devmm._lib as lib; print(devmm.get_logging_level().name); "
+            "devmm.set_logging_level('critical'); print(lib.log_level().decode()); "
+            f"devmm.init({str(ini)!r}); print(devmm.get_logging_level().name)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, DEVMM_LOG_LEVEL="debug"))
+    assert r.stdout.split() == ["debug", "error", "info"], r.stderr
+
+
+def test_log_outstanding_allocations(capfd):
+    tr = devmm.TrackingAdaptor(MallocMemoryResource())
+    p = tr.allocate(4096)
+    assert tr.get_allocated_bytes() == 4096
+    assert "4096" in tr.get_outstanding_allocations_str()
+    was = devmm.get_logging_level()
+    try:
+        devmm.set_logging_level("info")
+        tr.log_outstanding_allocations()
+        assert "4096" not in capfd.readouterr().err  # RMM logs them at debug
+        devmm.set_logging_level("debug")
+        tr.log_outstanding_allocations()
+        assert "4096" in capfd.readouterr().err
+    finally:
+        devmm.set_logging_level(was)
+    tr.deallocate(p, 4096)
+
+
+# ----------------------------------------------------------------------------- (re)initialisation
+
+def test_reinitialize_hooks_run_before_and_after_init():
+    seen = []
+
+    def before(tag, *, n):
+        seen.append(("before", tag, n, devmm.get_current_device_resource().name))
+
+    def after():
+        seen.append(("after", devmm.get_current_device_resource().name))
+
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.register_reinitialize_hook(before, "x", n=1)
+    devmm.register_reinitialize_hook(after, after=True)
+    try:
+        devmm.init("[device cpu]\nresource = cpu.malloc\nadaptors = statistics\n")
+    finally:
+        devmm.unregister_reinitialize_hook(before)
+        devmm.unregister_reinitialize_hook(after)
+    assert seen == [("before", "x", 1, "cpu.malloc"), ("after", "statistics(cpu.malloc)")]
+    devmm.init()
+    assert len(seen) == 2  # unregistered
+
+
+def test_reset_current_device_resource():
+    configured = devmm.get_current_device_resource()
+    devmm.set_current_device_resource(MallocMemoryResource())
+    devmm.set_current_device_resource(devmm.StatisticsAdaptor(MallocMemoryResource()))
+    devmm.reset_current_device_resource()
+    assert devmm.get_current_device_resource() == configured
+    assert devmm.is_initialized() and devmm.is_initialized("cpu")
+    assert not devmm.is_initialized("sim:7")
+
+
+def test_is_initialized_before_first_use():
+    r = subprocess.run([sys.executable, "-c", "import devmm; print(devmm.is_initialized()); "
+                        "devmm.empty(1); print(devmm.is_initialized())"],
+                       capture_output=True, text=True)
+    assert r.stdout.split() == ["False", "True"], r.stderr
+
+
+# ----------------------------------------------------------------------------- resources
+
+def test_current_resource_is_what_was_set():
+    for mr in (MallocMemoryResource(), devmm.StatisticsAdaptor(MallocMemoryResource())):
+        devmm.set_current_device_resource(mr)
+        assert type(devmm.get_current_device_resource()) is type(mr)
+        assert devmm.get_current_device_resource() is mr
+
+
+def test_failure_callback_exception_reaches_the_caller():
+    def callback(nbytes, attempt):
+        raise RuntimeError("MyError")
+
+    mr = devmm.FailureCallbackAdaptor(devmm.LimitingAdaptor(MallocMemoryResource(), 10),
+                                      callback)
+    with pytest.raises(RuntimeError, match="MyError"):
+        mr.allocate(100)
+    devmm.set_current_device_resource(mr)
+    with pytest.raises(RuntimeError, match="MyError"):
+        devmm.empty(100, "int8")
+    # the next failure is the adaptor's own again, not the stale exception
+    quiet = devmm.FailureCallbackAdaptor(devmm.LimitingAdaptor(MallocMemoryResource(), 10),
+                                         lambda n, a: False)
+    with pytest.raises(devmm.OutOfMemoryError):
+        quiet.allocate(100)
+
+
+def test_failure_callback_on_any_error():
+    calls = []
+
+    def refuse(n, a, s):
+        raise ValueError("no")
+
+    bad = devmm.CallbackMemoryResource(refuse, lambda *a: None, name="bad")
+    only_oom = devmm.FailureCallbackAdaptor(bad, lambda n, a: calls.append(n) or False)
+    with pytest.raises(devmm.CallbackError):
+        only_oom.allocate(8)
+    assert calls == []
+    anyerr = devmm.FailureCallbackAdaptor(bad, lambda n, a: calls.append(n) or False,
+                                          any_error=True)
+    with pytest.raises(devmm.CallbackError, match="gave up"):
+        anyerr.allocate(8)
+    assert calls == [8]
+
+
+def test_git_commit():
+    c = devmm.__git_commit__
+    assert c == "unknown" or (len(c) == 40 and int(c, 16) >= 0)
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isdir(os.path.join(top, ".git")) and devmm.__file__.startswith(top):
+        r = subprocess.run(["git", "-C", top, "rev-parse", "HEAD"], capture_output=True,
+                           text=True)
+        if r.returncode == 0:
+            assert c == r.stdout.strip()
+
+
+def test_new_names_are_lazy():
+    r = subprocess.run([sys.executable, "-c", "import sys, devmm; "
+                        "print('devmm.rmm_compat' in sys.modules); devmm.enable_statistics; "
+                        "print('devmm.rmm_compat' in sys.modules)"],
+                       capture_output=True, text=True)
+    assert r.stdout.split() == ["False", "True"], r.stderr
