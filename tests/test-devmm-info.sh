@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # devmm-info end to end: the default config passes --check; --json parses; an invalid config
 # exits 1 with file:line; a failed plugin exits 2 under --strict.
-#   test-devmm-info.sh <devmm-info> <default devmm.ini> <fault plugin dir>
+#   test-devmm-info.sh <devmm-info> <default devmm.ini> <fault plugin dir> <build's plugin dir>
 set -euo pipefail
-info=$(realpath "$1") ini=$(realpath "$2") faults=$(realpath "$3")
+info=$(realpath "$1") ini=$(realpath "$2") faults=$(realpath "$3") plugins=$(realpath "$4")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -22,7 +22,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["config"].endswith("devmm.ini"), d["config"]
 cpu = [p for p in d["plugins"] if p["name"] == "cpu"][0]
-assert cpu["status"] == "loaded" and cpu["abi"] == "1.0" and "cpu.mmap" in cpu["kinds"], cpu
+assert cpu["status"] == "loaded" and cpu["abi"] == "1.1" and "cpu.mmap" in cpu["kinds"], cpu
 # kind_info: the same kinds, in order, with description, device type and options
 assert [k["name"] for k in cpu["kind_info"]] == cpu["kinds"], cpu
 mmap = [k for k in cpu["kind_info"] if k["name"] == "cpu.mmap"][0]
@@ -49,6 +49,18 @@ set -e
 grep -q "initfail FAILED: its initialisation failed: simulated init failure" "$tmp/out" ||
   fail "failed plugin report: $(cat "$tmp/out")"
 DEVMM_LOG_LEVEL=error "$info" --config "$tmp/plug.ini" >/dev/null || fail "without --strict a failed plugin is only reported"
+
+# a section for a device no plugin has: a warning (stderr, "warnings:"), and exit 2 under --strict
+printf '[device cpu]\nadaptors = statistics\n[device cpu:1]\nadaptors = statistics\n' >"$tmp/dev1.ini"
+set +e
+DEVMM_LOG_LEVEL=warn "$info" --strict --config "$tmp/dev1.ini" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "[device cpu:1] with --strict: exit $rc, expected 2"
+grep -q "dev1.ini:3: \[device cpu:1\]: no loaded plugin has device cpu:1" "$tmp/err" ||
+  fail "[device cpu:1] warning: $(cat "$tmp/err")"
+grep -q "^  .*dev1.ini:3: \[device cpu:1\]: no loaded plugin" "$tmp/out" || fail "warnings: $(cat "$tmp/out")"
+grep -q "strict: the configuration has 1 warning: FAILED" "$tmp/out" || fail "strict warning: $(cat "$tmp/out")"
+"$info" --config "$tmp/dev1.ini" >/dev/null 2>&1 || fail "without --strict a warning is only reported"
 # the GPU plugins the default config lists: loaded, with devices or with "0 devices: <reason>"
 for gpu in cuda rocm; do
   grep -q "^  $gpu " "$tmp/default.out" || continue
@@ -80,6 +92,13 @@ printf '[devmm]\nplugins = cpu, faulty\nplugin_path = plug\n[device cpu]\nresour
   >"$tmp/conf/size.ini"
 expect 1 "size.ini:6: \[device cpu\] faulty.heap: size: bad size '64 MeB'" --config "$tmp/conf/size.ini"
 expect 1 "size.ini:6: " --check --config "$tmp/conf/size.ini"
+# ... and so is one refused for a GPU device, whose stack is built when its plugin counts its
+# devices (ADR 38): the device says it, and devmm-info exits 1 as for any file:line error
+printf '[devmm]\nplugins = cpu, sim\n[device sim:*]\nresource = sim.async\npool = big\n' \
+  >"$tmp/lazy.ini"
+expect 1 "^devmm-info: invalid configuration: $tmp/lazy.ini:5: \[device sim:\*\] sim.async: pool = big" \
+  --config "$tmp/lazy.ini"
+expect 1 "stack: NONE: $tmp/lazy.ini:5: " --config "$tmp/lazy.ini"
 # a device left without a resource: --check fails it, and so does --strict
 printf '[devmm]\nplugins = cpu, factoryfail\nplugin_path = %s\n[device cpu]\nresource = factoryfail.heap\n' \
   "$faults" >"$tmp/noresource.ini"
@@ -113,7 +132,7 @@ printf '[devmm]\nplugins = cpu, faulty, %s/devmm-helpers.so\nplugin_path = %s\n'
 expect 0 "^  faulty .*ABI" --config "$tmp/dup.ini"
 grep -A1 "^  faulty " "$tmp/out" | grep -q "loaded: 0 devices, 1 resource kind;" ||
   fail "duplicate device: $(cat "$tmp/out")"
-grep -Eq "^  helpers +0.0.1 +ABI 1.0  $faults/devmm-helpers.so$" "$tmp/out" ||
+grep -Eq "^  helpers +0.0.1 +ABI 1\.[0-9]+  $faults/devmm-helpers.so$" "$tmp/out" ||
   fail "absolute plugin name: $(cat "$tmp/out")"
 # free memory 0 means unknown (plugin.h): faulty's cpu:0, without the cpu plugin, says neither
 printf '[devmm]\nplugins = faulty\nplugin_path = %s\n' "$faults" >"$tmp/unknown.ini"
@@ -122,4 +141,41 @@ expect 0 "memory: total unknown, free unknown; plugin faulty" --config "$tmp/unk
 printf '[devmm]\nplugins = cpu, absent\nplugin_path = ./plug/./, .//plug2/\n' >"$tmp/conf/tidy.ini"
 expect 0 "absent  *FAILED" --config "$tmp/conf/tidy.ini"
 grep -q "$tmp/conf/plug:$tmp/conf/plug2:" "$tmp/out" || fail "search path not tidy: $(cat "$tmp/out")"
+# --version prints the version and exits 0; --config=FILE is --config FILE; the help names both
+expect 0 "^devmm-info [0-9][0-9.]* (plugin ABI [0-9]*\.[0-9]*)$" --version
+expect 0 "^  faulty .*ABI" --config="$tmp/dup.ini"
+expect 1 "devmm-info: --config= needs a FILE" --config=
+expect 0 "--version" --help
+# a cuda/rocm kind option has its help text (cuda.async's ipc had none)
+if ! grep -Eq "^ +ipc: " "$tmp/default.out" || grep -Eq "^ +ipc: *$" "$tmp/default.out"; then
+  fail "async ipc option help: $(grep -E '^ +ipc' "$tmp/default.out")"
+fi
+# a GPU runtime's reason says the error once, not "hipErrorNoDevice (hipErrorNoDevice)"
+if grep -Eq "0 devices: ([A-Za-z]+) \(\1\)" "$tmp/default.out"; then
+  fail "reason repeats itself: $(grep -E '0 devices' "$tmp/default.out")"
+fi
+# what the build carries (pip hides Meson's summary): each optional part, built or left out with
+# the reason, in the text and the JSON alike; a plugin said to be built is in the build's plugins
+"$info" --config "$ini" >"$tmp/out"
+sed -n '/^build (/,/^$/p' "$tmp/out" >"$tmp/build"
+[ "$(head -1 "$tmp/build")" = "build (what meson setup built or left out, and why):" ] ||
+  fail "no build section: $(cat "$tmp/out")"
+for p in cpu sim cuda rocm rmm; do
+  line=$(grep -E "^  plugin $p +(built|left out: .{8,})$" "$tmp/build") || fail "plugin $p: $(cat "$tmp/build")"
+  case $line in *built) [ -f "$plugins/devmm-$p.so" ] || fail "'$line' but no $plugins/devmm-$p.so" ;; esac
+done
+grep -Eq "^  plugin (cpu|sim) +built$" "$tmp/build" || fail "cpu and sim are always built: $(cat "$tmp/build")"
+grep -Eq "^  libdevmm-torch +(built|left out: .{8,})$" "$tmp/build" || fail "libdevmm-torch: $(cat "$tmp/build")"
+[ "$(grep -c . "$tmp/build")" -eq 7 ] || fail "build section: $(cat "$tmp/build")"
+"$info" --json --config "$ini" >"$tmp/json"
+/usr/bin/python3 - "$tmp/json" "$tmp/build" <<'PY' || fail "JSON build: $(cat "$tmp/json")"
+import json, sys
+b = json.load(open(sys.argv[1]))["build"]
+assert [(p["kind"], p["name"]) for p in b] == [("plugin", n) for n in
+       ("cpu", "sim", "cuda", "rocm", "rmm")] + [("library", "libdevmm-torch")], b
+text = open(sys.argv[2]).read().splitlines()[1:]
+for p, line in zip(b, text):
+    assert isinstance(p["built"], bool) and (p["reason"] == "") == p["built"], p
+    assert line.endswith(" built" if p["built"] else " left out: " + p["reason"]), (p, line)
+PY
 echo "devmm-info: ok"

@@ -1,30 +1,42 @@
-/* devmm-info: what devmm sees — the configuration used, each plugin, each device and the
- * resource stack built for it. --check does an allocate/write/read/free round trip on every
- * device; --json prints the same for machines.
+/* devmm-info: what devmm sees — the configuration used, what the build carries (each optional
+ * plugin built or left out, and why), each plugin, each device and the resource stack built for
+ * it. --check does an allocate/write/read/free round trip on every device; --json prints the
+ * same for machines.
  *
  * Exit status (usage() says the same): 0 fine; 1 the configuration or the command line is
- * invalid (devmm_init refused the file, at file:line: nothing was built); 2 the configuration
+ * invalid (devmm_init refused the file, at file:line: nothing was built; or a device's stack,
+ * built once its plugin counted its devices, was refused at file:line); 2 the configuration
  * is valid but something it names does not work: a device failed --check, or --check or
- * --strict found no device, or (--strict) a plugin failed to load or a device has no resource. */
+ * --strict found no device, or (--strict) a plugin failed to load, a device has no resource or
+ * the configuration has a warning (devmm_config_warning: a section nothing uses). */
 #include <devmm/devmm.h>
+
+#include "build_parts.h" /* tools/meson.build: what this build carries (pip hides the summary) */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-  fputs("usage: devmm-info [--config FILE] [--check] [--json] [--strict]\n"
-        "  --config FILE  read FILE instead of the usual lookup\n"
+  fputs("usage: devmm-info [--config FILE] [--check] [--json] [--strict] [--version]\n"
+        "  --config FILE  read FILE instead of the usual lookup (also --config=FILE)\n"
         "  --check        allocate, write, read back and free 1 MiB on every device\n"
         "  --json         print JSON instead of text (an invalid configuration: {\"error\":\n"
         "                 {\"status\", \"message\"}} on stdout, the message on stderr too)\n"
-        "  --strict       exit 2 if a plugin failed to load, a device has no resource, or\n"
-        "                 there is no device\n"
+        "  --strict       exit 2 if a plugin failed to load, a device has no resource,\n"
+        "                 there is no device, or the configuration has a warning\n"
+        "  --version      print devmm's version and plugin ABI, and exit\n"
         "exit status: 0 fine; 1 the configuration (or the command line) is invalid, with\n"
-        "file:line; 2 it is valid but does not fully work: a --check failed, --check or\n"
-        "--strict found no device, or (--strict) a plugin or a device's resource failed\n",
+        "file:line (a device's refused option included); 2 it is valid but does not fully work: a "
+        "--check failed, --check or\n"
+        "--strict found no device, or (--strict) a plugin or a device's resource failed or\n"
+        "the configuration has a warning (a section no device uses)\n",
         f);
 }
+
+/* Each optional part meson setup decided on: its kind, its name, "" if built or why not. */
+static const struct { const char *kind, *name, *reason; } build_parts[] = {DEVMM_BUILD_PARTS};
+#define NPARTS (sizeof build_parts / sizeof *build_parts)
 
 static void json_string(const char *s) {
   putchar('"');
@@ -109,6 +121,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "devmm-info: --config needs a FILE\n");
       usage(stderr);
       return 1;
+    } else if (strncmp(argv[i], "--config=", 9) == 0 && argv[i][9])
+      config = argv[i] + 9;
+    else if (strcmp(argv[i], "--config=") == 0) {
+      fprintf(stderr, "devmm-info: --config= needs a FILE after the '='\n");
+      usage(stderr);
+      return 1;
+    } else if (strcmp(argv[i], "--version") == 0) {
+      printf("devmm-info %s (plugin ABI %d.%d)\n", devmm_version(), DEVMM_PLUGIN_ABI_MAJOR,
+             DEVMM_PLUGIN_ABI_MINOR);
+      return 0;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
@@ -144,11 +166,21 @@ int main(int argc, char **argv) {
     devmm_plugin_get(i, &p);
     failed_plugins += !p.loaded;
   }
+  /* a device's error that is the file's (file:line: a refused option value of a device built
+   * once its plugin counted its devices, ADR 38) makes the configuration invalid: exit 1 */
+  const char *source = devmm_config_source();
+  size_t sl = source ? strlen(source) : 0;
+  char file_error[1024] = "";
   for (size_t i = 0; i < nd; i++) {
     devmm_device_status d;
     devmm_device_get(i, &d);
     failed_devices += *d.error != '\0';
+    if (!*file_error && sl && strncmp(d.error, source, sl) == 0 && d.error[sl] == ':')
+      snprintf(file_error, sizeof file_error, "%s", d.error);
   }
+  size_t nw = 0; /* the configuration's warnings (said on stderr when it was read) */
+  while (devmm_config_warning(nw))
+    nw++;
   if (json) {
     char *doc;
     devmm_info_json(&doc);
@@ -156,6 +188,14 @@ int main(int argc, char **argv) {
     doc[len - 1] = '\0'; /* drop the closing brace to append the checks */
     fputs(doc, stdout);
     devmm_string_free(doc);
+    fputs(", \"build\": [", stdout);
+    for (size_t i = 0; i < NPARTS; i++) {
+      printf("%s{\"kind\": \"%s\", \"name\": \"%s\", \"built\": %s, \"reason\": ", i ? ", " : "",
+             build_parts[i].kind, build_parts[i].name, *build_parts[i].reason ? "false" : "true");
+      json_string(build_parts[i].reason);
+      putchar('}');
+    }
+    putchar(']');
     if (check) {
       fputs(", \"check\": [", stdout);
       for (size_t i = 0; i < nd; i++) {
@@ -173,8 +213,17 @@ int main(int argc, char **argv) {
     }
     puts("}");
   } else {
-    printf("devmm %s (plugin ABI %d.%d)\nconfig: %s\n\nplugins:\n", devmm_version(),
-           DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR, devmm_config_source());
+    printf("devmm %s (plugin ABI %d.%d)\nconfig: %s\n\n"
+           "build (what meson setup built or left out, and why):\n",
+           devmm_version(), DEVMM_PLUGIN_ABI_MAJOR, DEVMM_PLUGIN_ABI_MINOR, devmm_config_source());
+    for (size_t i = 0; i < NPARTS; i++) {
+      char label[64];
+      snprintf(label, sizeof label, "%s%s", strcmp(build_parts[i].kind, "plugin") ? "" : "plugin ",
+               build_parts[i].name);
+      printf("  %-15s %s%s\n", label, *build_parts[i].reason ? "left out: " : "built",
+             build_parts[i].reason);
+    }
+    printf("\nplugins:\n");
     for (size_t i = 0; i < np; i++) {
       devmm_plugin_status p;
       devmm_plugin_get(i, &p);
@@ -230,6 +279,10 @@ int main(int argc, char **argv) {
       if (check)
         printf("           check: %s%s\n", ok[i] ? "" : "FAILED: ", results[i]);
     }
+    if (nw)
+      printf("\nwarnings:\n");
+    for (size_t i = 0; i < nw; i++)
+      printf("  %s\n", devmm_config_warning(i));
     if (check && nd)
       printf("\ncheck: %zu passed, %d failed\n", nd - (size_t)failed_checks, failed_checks);
     else if (check)
@@ -244,13 +297,20 @@ int main(int argc, char **argv) {
       if (*d.error)
         printf("strict: device %s has no resource: FAILED\n", name);
     }
+    if (strict && nw)
+      printf("strict: the configuration has %zu warning%s: FAILED\n", nw, nw == 1 ? "" : "s");
   }
   for (size_t i = 0; i < nd; i++)
     free(results[i]);
   free(results);
   free(ok);
   devmm_shutdown();
-  if (failed_checks || ((check || strict) && !nd) || (strict && (failed_plugins || failed_devices)))
+  if (*file_error) { /* said last, where a reader of the report looks (the report is above) */
+    fprintf(stderr, "devmm-info: invalid configuration: %s\n", file_error);
+    return 1;
+  }
+  if (failed_checks || ((check || strict) && !nd) ||
+      (strict && (failed_plugins || failed_devices || nw)))
     return 2;
   return 0;
 }

@@ -20,12 +20,12 @@ import sys
 
 # The wheel's own plugins and what each must report here. cuda: the static CUDA runtime finds no
 # driver ("CUDA driver version is insufficient ..." or "no CUDA driver was found ...").
-# rocm: neither libamdhip64.so.6 nor .so.5 can be opened, each named with dlerror()'s reason.
+# rocm: none of libamdhip64.so.7, .so.6, .so.5 can be opened, each named with dlerror()'s reason.
 NO_DRIVER = {
     "cpu": None,
     "cuda": re.compile(r"0 devices: .*\bdriver\b.*", re.I),
-    "rocm": re.compile(r"0 devices: no HIP runtime found \(libamdhip64\.so\.6: [^;()]+; "
-                       r"libamdhip64\.so\.5: [^;()]+\)"),
+    "rocm": re.compile(r"0 devices: no HIP runtime found \(libamdhip64\.so\.7: [^;()]+; "
+                       r"libamdhip64\.so\.6: [^;()]+; libamdhip64\.so\.5: [^;()]+\)"),
 }
 
 

@@ -118,6 +118,11 @@ int devmm_aligned_adaptor_create(devmm_resource *upstream, size_t alignment, siz
                            "aligned adaptor: alignment %zu is not a power of "
                            "two",
                            alignment);
+  if (alignment > DEVMM_MAX_ALIGNMENT) /* every allocation would fail (test_first_hour) */
+    return devmm_set_error(DEVMM_EINVAL,
+                           "aligned adaptor: alignment %zu is above devmm's largest, %zu (1 TiB, "
+                           "DEVMM_MAX_ALIGNMENT): expected a power of two up to it",
+                           alignment, DEVMM_MAX_ALIGNMENT);
   aligned *a = calloc(1, sizeof *a);
   if (!a)
     return devmm_set_error(DEVMM_ENOMEM, "aligned adaptor: out of host memory");

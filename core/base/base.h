@@ -42,6 +42,8 @@ char *devmm__strdup(const char *s);
 uint64_t devmm__now_ns(void);
 /* A small stable id for the calling thread (1, 2, 3, ...). */
 uint64_t devmm__thread_id(void);
+/* What a file of st_mode mode is, for a message: "a directory", "a FIFO", ... */
+const char *devmm__file_type(unsigned mode);
 
 /* ================================================================ error.c */
 
@@ -71,10 +73,24 @@ const char *devmm__installed_config(void);
 int devmm__diag_parse_level(const char *text);
 /* Sets the level (devmm.ini's log_level); before any call DEVMM_LOG_LEVEL decides. */
 void devmm__diag_set_level(int level);
+/* On: this thread's diagnostics are kept (one "[who: ]level: text" line each) instead of printed,
+ * for a caller that reports them itself (devmm_ffi_init); off drops what was kept. */
+void devmm__diag_capture(int on);
+/* What was kept so far (malloc'd, NULL if nothing); the capture goes on. */
+char *devmm__diag_captured(void);
 /* One diagnostic line on stderr, "devmm[ who]: level: text", if level is enabled. */
 void devmm__diag(int level, const char *who, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void devmm__vdiag(int level, const char *who, const char *fmt, va_list ap);
+
+/* ================================================================ text.c */
+
+/* Whether kind is a plain kind name, "<plugin>.<name>" (more dot-separated words allowed):
+ * letters, digits, '_' and '-' between single dots, under 48 bytes; never a path (ADR 40). */
+int devmm__kind_name_plain(const char *kind);
+/* in (at most max bytes, up to its NUL) for a message or a log line, in out (cap bytes): printable
+ * ASCII as it is, a backslash and every other byte as \xNN, "..." when cut short. Returns out. */
+const char *devmm__escape(const char *in, size_t max, char *out, size_t cap);
 
 /* ================================================================ size.c */
 

@@ -9,6 +9,7 @@
  * | DEVMM_PLUGIN_PATH | colon-separated plugin directories searched first (development) |
  * | DEVMM_LOG_LEVEL   | error, warn (default), info or debug                           |
  * | DEVMM_LIBRARY     | (Python only) the libdevmm.so to load                          |
+ * | DEVMM_LOG_FILE    | (Python only) devmm.enable_logging's file (docs/from-rmm.md)   |
  * All are read with secure_getenv: a set-uid or set-gid process sees none of them. */
 #include "base.h"
 

@@ -36,12 +36,27 @@ int devmm__parse_size_spec(const char *text, devmm__size_spec *out) {
   const char *p = text;
   while (isspace((unsigned char)*p))
     p++;
-  if (!isdigit((unsigned char)*p) && *p != '.')
+  /* decimal only, as devmm.ini's sizes are documented: digits with an optional fraction.
+   * strtod alone would take 0x10, 0x1p4 and 1e3 (tests/c/suite_config.c parse_sizes). */
+  size_t digits = strspn(p, "0123456789"),
+         frac = p[digits] == '.' ? 1 + strspn(p + digits + 1, "0123456789") : 0;
+  if (digits + frac == 0 || (digits == 0 && frac == 1))
     goto bad;
+  const char *after = p + digits + frac;
+  int hex = digits == 1 && !frac && p[0] == '0' && (*after == 'x' || *after == 'X');
+  int exponent = (*after == 'e' || *after == 'E') &&
+                 (isdigit((unsigned char)after[1]) || after[1] == '+' || after[1] == '-');
+  if (hex || exponent)
+    return devmm_set_error(DEVMM_EINVAL,
+                           "bad size '%.64s': not a decimal number (hexadecimal and exponent "
+                           "forms are not sizes): expected digits with an optional fraction "
+                           "and unit B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, or a percentage "
+                           "like 90%%",
+                           text);
   errno = 0;
   char *end;
-  double v = strtod(p, &end);
-  if (errno || end == p || v < 0 || !isfinite(v))
+  double v = strtod(p, &end); /* stops where the digits do: no 0x, no exponent follows */
+  if (errno || end != after || v < 0 || !isfinite(v))
     goto bad;
   while (isspace((unsigned char)*end))
     end++;

@@ -1,10 +1,11 @@
-/* Small helpers every layer uses: a string duplicate, a monotonic clock, a small thread id and
- * the spinlock's slow path (base.h). */
+/* Small helpers every layer uses: a string duplicate, a monotonic clock, a small thread id, the
+ * spinlock's slow path and a file type's name (base.h). */
 #include "base.h"
 
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 char *devmm__strdup(const char *s) {
@@ -36,4 +37,15 @@ void devmm__spin_wait(devmm__spinlock *l) {
     while (atomic_load_explicit(&l->held, memory_order_relaxed))
       if (++spins > 64)
         sched_yield(); /* the holder was preempted (or runs a foreach callback): let it run */
+}
+
+const char *devmm__file_type(unsigned mode) {
+  return S_ISREG(mode)    ? "a regular file"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISLNK(mode)  ? "a symbolic link"
+                          : "not a regular file";
 }

@@ -7,7 +7,7 @@
  *   lookup.c    finding and reading the file, the plugin path
  *   init.c      devmm_init/devmm_shutdown, lazy init, the device_total service
  *   ondemand.c  loading a kind's plugin on demand (devmm_resource_create_kind)
- *   info.c      introspection (plugins, devices, kinds) and the JSON document */
+ *   info.c      introspection (plugins, devices, kinds, warnings) and the JSON document */
 #ifndef DEVMM_CONFIG_INTERNAL_H
 #define DEVMM_CONFIG_INTERNAL_H
 
@@ -34,6 +34,7 @@ typedef struct {
   int sharded, backtraces, log_flush;
   const char *log_file; /* NULL: stderr */
   size_t alignment, alignment_threshold;
+  size_t history; /* tracking: events kept (0: none) */
 } devmm__stack_values;
 
 typedef struct {
@@ -82,14 +83,16 @@ void devmm__join(const char *const *list, char *buf, size_t cap);
 
 /* ================================================================ the adaptor table */
 
-/* stack.c: 1 if key is one devmm reads in a device section (resource, adaptors, or an
- * adaptor's key); such keys never reach a factory. */
+/* stack.c: 1 if key is one devmm reads in a device section (resource, adaptors, an adaptor's
+ * key, bare or as <adaptor>.<key>); a bare adaptor key the section's kind also declares reaches
+ * its factory too (devmm__check_section sorts out whose it is). */
 int devmm__stack_is_devmm_key(const char *key);
 /* Parses one devmm key of a device section into *v (o->line for messages); DEVMM_ECONFIG with
- * "source:line: ..." if the value is bad. */
+ * "source:line: ..." if the value is bad. A bare adaptor key waits for the whole section. */
 int devmm__stack_parse_key(const char *source, const devmm__kv *o, devmm__stack_values *v);
-/* After the whole section: an adaptor key without its adaptor is an error. */
-int devmm__stack_check_section(const char *source, const devmm__section *sec);
+/* After the whole section: parses the bare adaptor keys of listed adaptors; a limiting adaptor
+ * needs a limit. (An adaptor key without its adaptor is checked against the kind, later.) */
+int devmm__stack_check_section(const char *source, devmm__section *sec);
 void devmm__stack_defaults(devmm__stack_values *v);
 
 /* ================================================================ the built state */
@@ -109,18 +112,28 @@ typedef struct {
   size_t nplugins;
   devmm__dstate *devices;
   size_t ndevices;
+  char **warnings; /* "source:line: ..." said when built (devmm_config_warning); under state_lock */
+  size_t nwarnings;
 } devmm__state;
 
-/* stack.c: the kind `name` among the state's loaded plugins (and its plugin). */
+/* kinds.c: the kind `name` among the state's loaded plugins (and its plugin). */
 const devmm_resource_kind *devmm__find_kind(devmm__state *s, const char *name,
                                             devmm__plugin **owner);
 /* Appends the kind names of plugin d (NULL: none) to the ", "-separated list in buf. */
 void devmm__append_kinds(char *buf, size_t cap, const devmm_plugin *d);
+/* kinds.c: the file's error for resource = ... (res) naming no loaded kind: a quoted value, a
+ * case mismatch, no such plugin in plugins = ..., or the kinds its plugin offers. DEVMM_OK when
+ * its plugin failed to load (said with the plugin). */
+int devmm__unknown_kind(devmm__state *s, const devmm__kv *res);
 /* Checks a section's resource and its factory options against the kind (when loaded). */
 int devmm__check_section(devmm__state *s, const devmm__section *sec);
 /* Builds one device's stack. A file error (a bad option value) is returned; a runtime failure
  * is recorded in ds->error and returns DEVMM_OK. */
 int devmm__build_device(devmm__state *s, devmm__dstate *ds);
+/* info.c: warns (and keeps in s->warnings, taking lock while it appends) about each [device T:N]
+ * section naming a device no loaded plugin has, for the device types whose devices are all
+ * counted (type -1: every type; a lazy type is checked once it is counted). */
+void devmm__warn_unused_sections(devmm__state *s, int32_t type, pthread_mutex_t *lock);
 
 /* init.c: the current state, under its lock (init_lock, then state_lock, never the reverse);
  * NULL before init. devmm__state_lock returns it locked; unlock when done. */
@@ -140,7 +153,10 @@ int devmm__config_load(const char *path, devmm__config *c);
  * installed directory): a new NULL-terminated list (free with devmm__free_list), or NULL with
  * the error set. */
 char **devmm__plugin_dirs(const devmm__config *c, size_t *n);
-/* Initialises lazily (once) if devmm_init has not run; logs a failure. */
-void devmm__ensure_init(void);
+/* Initialises lazily (once) if devmm_init has not run; logs a failure and returns its status. */
+int devmm__ensure_init(void);
+/* init.c: devmm__ensure_init, then counts the devices of every plugin that counts them on first
+ * use, and builds their stacks (ADR 38): what a question about every device needs (info.c). */
+void devmm__ensure_devices(void);
 
 #endif

@@ -1,5 +1,6 @@
 /* What devmm_init built, for devmm-info and front ends: the configuration's source, the
- * plugins, the devices and their stacks, the kinds, and all of it as one JSON document. Every
+ * plugins, the devices and their stacks, the kinds, the configuration's warnings (a section no
+ * device uses), and all of it as one JSON document. Every
  * reader takes state_lock (devmm__state_lock); the strings handed out live until the next
  * devmm_init or devmm_shutdown. */
 #include "config_internal.h"
@@ -28,6 +29,7 @@ size_t devmm_plugin_count(void) {
 int devmm_plugin_get(size_t i, devmm_plugin_status *out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_plugin_get: out is NULL");
+  devmm__ensure_devices(); /* its device count: counted now if it counts them on first use */
   const devmm__state *s = devmm__state_lock();
   if (!s || i >= s->nplugins) {
     devmm__state_unlock();
@@ -50,7 +52,7 @@ int devmm_plugin_get(size_t i, devmm_plugin_status *out) {
 }
 
 size_t devmm_device_count(void) {
-  devmm__ensure_init();
+  devmm__ensure_devices(); /* every device: GPU plugins count theirs now (ADR 38) */
   const devmm__state *s = devmm__state_lock();
   size_t n = s ? s->ndevices : 0;
   devmm__state_unlock();
@@ -60,6 +62,7 @@ size_t devmm_device_count(void) {
 int devmm_device_get(size_t i, devmm_device_status *out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_device_get: out is NULL");
+  devmm__ensure_devices();
   const devmm__state *s = devmm__state_lock();
   if (!s || i >= s->ndevices) {
     devmm__state_unlock();
@@ -118,6 +121,65 @@ int devmm_kind_get(size_t i, devmm_kind_status *out) {
   return rc ? devmm_set_error(rc, "devmm_kind_get: no kind #%zu", asked) : rc;
 }
 
+/* ================================================================ sections nothing uses */
+
+void devmm__warn_unused_sections(devmm__state *s, int32_t type, pthread_mutex_t *lock) {
+  for (size_t i = 0; i < s->c.nsections; i++) {
+    const devmm__section *sec = &s->c.sections[i];
+    int32_t t = sec->dev.device_type;
+    if (sec->plugin || sec->wildcard || (type >= 0 && t != type))
+      continue;
+    int counted = 1, found = 0;
+    const char *owner = NULL, *other = NULL; /* has devices of this type; is for this type */
+    char devs[128] = "";                     /* owner's devices of this type */
+    for (size_t p = 0; p < s->nplugins; p++) {
+      const devmm__plugin *pl = s->plugins[p];
+      counted &= !(pl->desc && pl->lazy_type == t && !pl->enumerated);
+      for (size_t k = 0; !other && pl->desc && k < pl->desc->nkinds; k++)
+        if (pl->desc->kinds[k]->device_type == t)
+          other = pl->name;
+      for (size_t d = 0; d < pl->ndevices; d++) {
+        if (pl->devices[d].device.device_type != t)
+          continue;
+        found |= pl->devices[d].device.device_id == sec->dev.device_id;
+        owner = owner ? owner : pl->name;
+        char name[32];
+        size_t n = strlen(devs);
+        devmm_device_format(pl->devices[d].device, name, sizeof name);
+        if (owner == pl->name)
+          snprintf(devs + n, sizeof devs - n, "%s%s", n ? ", " : "", name);
+      }
+    }
+    if (found || !counted)
+      continue;
+    char dev[32], why[256], msg[DEVMM__MSG_MAX];
+    devmm_device_format(sec->dev, dev, sizeof dev);
+    if (owner)
+      snprintf(why, sizeof why, "plugin '%.64s' has %s only", owner, devs);
+    else if (other)
+      snprintf(why, sizeof why, "plugin '%.64s' has no device of this type", other);
+    else
+      snprintf(why, sizeof why,
+               "no loaded plugin is for this device type: expected its plugin in plugins = ... "
+               "in [devmm]");
+    snprintf(msg, sizeof msg,
+             "%s:%d: [device %s]: no loaded plugin has device %s, so this section is not used "
+             "(%s)",
+             s->c.source, sec->line, dev, dev, why);
+    devmm__diag(DEVMM_LOG_WARN, NULL, "%s", msg);
+    char *copy = devmm__strdup(msg);
+    if (lock)
+      pthread_mutex_lock(lock);
+    char **grown = copy ? realloc(s->warnings, (s->nwarnings + 1) * sizeof *grown) : NULL;
+    if (grown)
+      (s->warnings = grown)[s->nwarnings++] = copy;
+    else
+      free(copy);
+    if (lock)
+      pthread_mutex_unlock(lock);
+  }
+}
+
 /* ================================================================ JSON */
 
 static void json_str(FILE *f, const char *s) {
@@ -173,10 +235,16 @@ static void json_device(FILE *f, const devmm__dstate *d) {
   fprintf(f, "}");
 }
 
-int devmm_info_json(char **out) {
+static int info_json(char **out, int count_all) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_info_json: out is NULL");
-  devmm__ensure_init();
+  /* a configuration that does not load is its ConfigError (file:line), never an empty document
+   * (test_info_says_why_a_broken_config_failed) */
+  int rc = devmm__ensure_init();
+  if (rc != DEVMM_OK)
+    return rc;
+  if (count_all)
+    devmm__ensure_devices(); /* devmm-info's view: every device, counted now */
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -197,9 +265,26 @@ int devmm_info_json(char **out) {
     fprintf(f, "%s", i ? ", " : "");
     json_device(f, &s->devices[i]);
   }
+  fprintf(f, "], \"warnings\": [");
+  for (size_t i = 0; s && i < s->nwarnings; i++) {
+    fprintf(f, "%s", i ? ", " : "");
+    json_str(f, s->warnings[i]);
+  }
   fprintf(f, "]}");
   devmm__state_unlock();
   fclose(f);
   *out = buf;
   return DEVMM_OK;
+}
+
+int devmm_info_json(char **out) { return info_json(out, 1); }
+
+int devmm_info_json_now(char **out) { return info_json(out, 0); }
+
+const char *devmm_config_warning(size_t i) {
+  devmm__ensure_devices(); /* a section for a device of a lazy type is checked once counted */
+  const devmm__state *s = devmm__state_lock();
+  const char *w = s && i < s->nwarnings ? s->warnings[i] : NULL;
+  devmm__state_unlock();
+  return w;
 }

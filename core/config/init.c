@@ -51,6 +51,7 @@ static void state_free(devmm__state *s) {
     devmm__plugin_free(s->plugins[i]);
   free(s->plugins);
   devmm__free_list(s->dirs, s->ndirs);
+  devmm__free_list(s->warnings, s->nwarnings);
   devmm__config_free(&s->c);
   free(s);
 }
@@ -161,6 +162,111 @@ static int build_devices(devmm__state *s) {
   return DEVMM_OK;
 }
 
+/* ================================================================ devices on first use
+ * A plugin with a lazy device type (a GPU plugin: counting its devices initialises its runtime)
+ * has its devices counted and their stacks built at the first use of a device of that type (the
+ * registry's miss), or when every device is asked about (info.c), never at devmm_init (ADR 38).
+ * They are added to the state under state_lock; the counting and the factories run under
+ * init_lock, which keeps the state from being swapped meanwhile. */
+
+/* 1 if a configured plugin of lazy device type `type` (-1: any) has not counted its devices. */
+static int lazy_pending(const devmm__state *s, int32_t type) {
+  for (size_t i = 0; s && i < s->nplugins && i < s->c.nplugins; i++) {
+    const devmm__plugin *p = s->plugins[i];
+    if (p->desc && p->lazy_type && !p->enumerated && (type < 0 || p->lazy_type == type))
+      return 1;
+  }
+  return 0;
+}
+
+/* The devices of plugin p (just counted) that no earlier device has, each with its stack (a
+ * factory's refusal is the device's error here: devmm_init has returned), added to s. */
+static size_t build_lazy_devices(devmm__state *s, devmm__plugin *p, devmm__registry_mode mode) {
+  devmm__dstate *add = calloc(p->ndevices ? p->ndevices : 1, sizeof *add);
+  if (!add)
+    return 0;
+  size_t nadd = 0;
+  for (size_t k = 0; k < p->ndevices; k++) {
+    devmm_device dev = p->devices[k].device;
+    int seen = 0;
+    for (size_t j = 0; j < s->ndevices && !seen; j++) /* only this thread adds (init_lock) */
+      seen = s->devices[j].info.device.device_type == dev.device_type &&
+             s->devices[j].info.device.device_id == dev.device_id;
+    if (seen)
+      continue; /* the first in plugins = ... keeps it (it was counted first) */
+    devmm__dstate *ds = &add[nadd++];
+    ds->info = p->devices[k];
+    ds->plugin = p;
+    building = s;
+    if (devmm__build_device(s, ds) != DEVMM_OK && !ds->error)
+      ds->error = devmm__strdup(devmm_last_error());
+    building = NULL;
+    if (ds->error) {
+      char name[32];
+      devmm_device_format(ds->info.device, name, sizeof name);
+      devmm__diag(DEVMM_LOG_WARN, NULL, "device %s has no resource: %s", name, ds->error);
+    }
+  }
+  pthread_mutex_lock(&state_lock);
+  devmm__dstate *grown = realloc(s->devices, (s->ndevices + nadd + 1) * sizeof *grown);
+  if (grown) {
+    memcpy(grown + s->ndevices, add, nadd * sizeof *add);
+    s->devices = grown;
+    s->ndevices += nadd;
+  }
+  pthread_mutex_unlock(&state_lock);
+  size_t fresh = 0;
+  for (size_t k = 0; k < nadd; k++) {
+    if (!grown) { /* out of memory: nothing was added */
+      devmm_resource_release(add[k].resource);
+      free(add[k].stack);
+      free(add[k].error);
+    } else if (add[k].resource) {
+      devmm__registry_replace(add[k].info.device, NULL, add[k].resource, mode);
+      fresh++;
+    }
+  }
+  free(add);
+  return fresh;
+}
+
+/* Counts the devices of s's configured plugins of lazy device type `type` (-1: every type) that
+ * have not counted theirs, and builds their stacks, which go into the registry in `mode`.
+ * Caller holds init_lock. Returns how many devices got a resource. */
+static size_t count_lazy(devmm__state *s, int32_t type, devmm__registry_mode mode) {
+  size_t fresh = 0;
+  for (size_t i = 0; i < s->nplugins; i++) {
+    devmm__plugin *p = s->plugins[i];
+    if (!p->desc || !p->lazy_type || p->enumerated || (type >= 0 && p->lazy_type != type))
+      continue;
+    pthread_mutex_lock(&state_lock); /* readers see it counted or not, never half */
+    building = s;
+    int rc = devmm__plugin_enumerate(p);
+    building = NULL;
+    pthread_mutex_unlock(&state_lock);
+    if (p->error)
+      devmm__diag(DEVMM_LOG_INFO, NULL, "plugin '%s': %s", p->name, p->error);
+    if (rc == DEVMM_OK && i < s->c.nplugins) { /* a plugin loaded for a kind gets no stacks */
+      fresh += build_lazy_devices(s, p, mode);
+      devmm__warn_unused_sections(s, p->lazy_type, &state_lock);
+    }
+  }
+  return fresh;
+}
+
+void devmm__ensure_devices(void) {
+  devmm__ensure_init();
+  pthread_mutex_lock(&state_lock);
+  int pending = !building && lazy_pending(current, -1);
+  pthread_mutex_unlock(&state_lock);
+  if (!pending)
+    return;
+  pthread_mutex_lock(&init_lock);
+  if (current)
+    count_lazy(current, -1, DEVMM__REGISTRY_FILL);
+  pthread_mutex_unlock(&init_lock);
+}
+
 static int build(const char *path, devmm__state **out) {
   devmm__state *s = calloc(1, sizeof *s);
   if (!s)
@@ -175,6 +281,8 @@ static int build(const char *path, devmm__state **out) {
     rc = devmm__check_section(s, &s->c.sections[i]);
   if (!rc)
     rc = build_devices(s);
+  if (!rc) /* not in use yet: no lock */
+    devmm__warn_unused_sections(s, -1, NULL);
   building = NULL;
   if (rc) {
     state_free(s);
@@ -220,6 +328,11 @@ static int init(const char *path, int lazy) {
     if (s->devices[i].resource)
       devmm__registry_replace(s->devices[i].info.device, NULL, s->devices[i].resource,
                               lazy ? DEVMM__REGISTRY_FILL : DEVMM__REGISTRY_REPLACE);
+  /* devices counted on first use: an explicit init still replaces what was set for a device of
+   * such a type before it (the runtime is in use already, so counting costs nothing new) */
+  for (size_t i = 0; !lazy && i < s->nplugins && i < s->c.nplugins; i++)
+    if (s->plugins[i]->lazy_type && devmm__registry_has_type(s->plugins[i]->lazy_type))
+      count_lazy(s, s->plugins[i]->lazy_type, DEVMM__REGISTRY_REPLACE);
   atomic_store(&initialized, 1);
   pthread_mutex_unlock(&init_lock);
   state_free(old);
@@ -239,9 +352,43 @@ void devmm_shutdown(void) {
 
 int devmm_is_initialized(void) { return atomic_load(&initialized); }
 
-void devmm__ensure_init(void) {
-  if (!atomic_load(&initialized) && init(NULL, 1) != DEVMM_OK)
+int devmm__ensure_init(void) {
+  int rc = atomic_load(&initialized) ? DEVMM_OK : init(NULL, 1);
+  if (rc != DEVMM_OK)
     devmm__diag(DEVMM_LOG_ERROR, NULL, "initialisation failed: %s", devmm_last_error());
+  return rc; /* the message stays this thread's: devmm_info_json answers it (test_first_hour) */
+}
+
+/* A device no plugin has: how many of its type the plugin that has them has, or that none has
+ * (test_a_device_past_its_plugin_s_last_says_how_many_it_has). */
+static void say_devices_of_type(const devmm__state *s, devmm_device device, char *why, size_t cap) {
+  char devs[256] = "", type[32];
+  const char *owner = NULL;
+  size_t count = 0;
+  for (size_t i = 0; i < s->ndevices; i++) {
+    if (s->devices[i].info.device.device_type != device.device_type)
+      continue;
+    char name[32];
+    size_t n = strlen(devs);
+    devmm_device_format(s->devices[i].info.device, name, sizeof name);
+    if (count < 8)
+      snprintf(devs + n, sizeof devs - n, "%s%s", count ? ", " : "", name);
+    else if (count == 8)
+      snprintf(devs + n, sizeof devs - n, ", ...");
+    owner = owner ? owner : s->devices[i].plugin->name;
+    count++;
+  }
+  if (count) {
+    snprintf(why, cap, "the %s plugin has %zu device%s: %s", owner, count, count == 1 ? "" : "s",
+             devs);
+    return;
+  }
+  devmm_device_format(device, type, sizeof type);
+  type[strcspn(type, ":")] = '\0';
+  snprintf(why, cap,
+           "no plugin of %s has a %s device: expected its plugin in plugins = ... in "
+           "[devmm]",
+           s->c.source, type);
 }
 
 /* Why the state has no resource for device (state_lock held). */
@@ -258,12 +405,16 @@ static void explain(const devmm__state *s, devmm_device device, char *why, size_
     if (s->devices[i].info.device.device_type == device.device_type &&
         s->devices[i].info.device.device_id == device.device_id && s->devices[i].error)
       snprintf(why, cap, "%s", s->devices[i].error);
+  for (size_t i = 0; i < s->nplugins && !why[0]; i++) /* the plugin of its type first */
+    if (s->plugins[i]->error && s->plugins[i]->lazy_type == device.device_type)
+      snprintf(why, cap, "no loaded plugin has this device (plugin '%s': %.400s)",
+               s->plugins[i]->name, s->plugins[i]->error);
   for (size_t i = 0; i < s->nplugins && !why[0]; i++)
     if (s->plugins[i]->error)
       snprintf(why, cap, "no loaded plugin has this device (plugin '%s': %.400s)",
                s->plugins[i]->name, s->plugins[i]->error);
   if (!why[0])
-    snprintf(why, cap, "no plugin of %s has this device", s->c.source);
+    say_devices_of_type(s, device, why, cap);
 }
 
 /* The registry's miss hook: initialise lazily, once; then say why device has no resource.
@@ -280,6 +431,17 @@ static int on_registry_miss(devmm_device device, char *why, size_t cap) {
       snprintf(lazy_error, sizeof lazy_error, "%s", saved);
       pthread_mutex_unlock(&state_lock);
     }
+  }
+  /* a device of a type whose plugin counts its devices on first use: count them now (not from
+   * inside a build: this thread holds init_lock then) */
+  pthread_mutex_lock(&state_lock);
+  int pending = !building && lazy_pending(current, device.device_type);
+  pthread_mutex_unlock(&state_lock);
+  if (pending) {
+    pthread_mutex_lock(&init_lock);
+    if (current && count_lazy(current, device.device_type, DEVMM__REGISTRY_FILL))
+      fresh = 1;
+    pthread_mutex_unlock(&init_lock);
   }
   explain(devmm__state_lock(), device, why, cap);
   devmm__state_unlock();

@@ -4,10 +4,12 @@
 #include "config_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_FILE (1 << 20) /* a devmm.ini is a few hundred bytes; refuse what cannot be one */
@@ -58,12 +60,37 @@ static const char *choose(const char *path, char *xdg, size_t cap) {
   return NULL;
 }
 
-/* Reads the whole file into *text (its length *len). */
-static int read_file(const char *name, char **text, size_t *len) {
-  FILE *f = fopen(name, "re");
-  if (!f)
+/* Opens a regular file for reading; anything else is refused without blocking: the open does not
+ * wait (O_NONBLOCK: a FIFO opens at once), fstat decides, and only then does the descriptor
+ * block again (tests/c/suite_config.c config_not_a_regular_file). */
+static int open_regular(const char *name, FILE **out) {
+  int fd = open(name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0)
     return devmm_set_error(DEVMM_ECONFIG, "cannot read configuration file '%s': %s", name,
                            strerror(errno));
+  struct stat st;
+  int rc = DEVMM_OK;
+  if (fstat(fd, &st) != 0)
+    rc = devmm_set_error(DEVMM_ECONFIG, "cannot read configuration file '%s': %s", name,
+                         strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    rc = devmm_set_error(DEVMM_ECONFIG,
+                         "cannot read configuration file '%s': it is %s: expected a regular file",
+                         name, devmm__file_type(st.st_mode));
+  else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(*out = fdopen(fd, "r")))
+    rc = devmm_set_error(errno == ENOMEM ? DEVMM_ENOMEM : DEVMM_ECONFIG,
+                         "cannot read configuration file '%s': %s", name, strerror(errno));
+  if (rc)
+    close(fd);
+  return rc;
+}
+
+/* Reads the whole file into *text (its length *len). */
+static int read_file(const char *name, char **text, size_t *len) {
+  FILE *f = NULL;
+  int rc = open_regular(name, &f);
+  if (rc)
+    return rc;
   char *buf = malloc(MAX_FILE + 1);
   size_t n = buf ? fread(buf, 1, MAX_FILE + 1, f) : 0;
   int err = ferror(f);
@@ -107,10 +134,38 @@ int devmm__config_load(const char *path, devmm__config *c) {
  * from the working directory now, at init), plugin_path (resolved against the configuration
  * file's directory when parsed), the installed directory. A new NULL-terminated list (free it
  * with devmm__free_list), or NULL with the error set. */
+/* A DEVMM_PLUGIN_PATH entry that is no directory is said (once per value of the variable:
+ * devmm__plugin_dirs; tests/c/suite_config_answers.c config_plugin_path_entry_missing). */
+static void check_env_dir(const char *entry, const char *full) {
+  struct stat st;
+  int rc = stat(full, &st);
+  if (rc == 0 && S_ISDIR(st.st_mode))
+    return;
+  devmm__diag(DEVMM_LOG_WARN, NULL,
+              "DEVMM_PLUGIN_PATH: '%.512s' %s: expected a directory of devmm-<name>.so plugins",
+              entry, rc ? "does not exist" : "is not a directory");
+}
+
+/* The same for the configuration's plugin_path = ... entries, at each read of the file (its line
+ * numbers are not kept: the file and the resolved entry are named; config_answers
+ * config_plugin_path_config_entry_missing). */
+static void check_config_dir(const devmm__config *c, const char *full) {
+  struct stat st;
+  int rc = stat(full, &st);
+  if (rc == 0 && S_ISDIR(st.st_mode))
+    return;
+  devmm__diag(DEVMM_LOG_WARN, NULL,
+              "%.512s: plugin_path entry '%.512s' %s: expected a directory of devmm-<name>.so "
+              "plugins",
+              c->source, full, rc ? "does not exist" : "is not a directory");
+}
+
 char **devmm__plugin_dirs(const devmm__config *c, size_t *n) {
+  static char checked[4096]; /* the DEVMM_PLUGIN_PATH whose entries were checked (init_lock) */
   char **dirs = NULL;
   *n = 0;
   const char *env = devmm__getenv("DEVMM_PLUGIN_PATH");
+  int check = env && strcmp(checked, env) != 0;
   char *envcopy = env ? devmm__strdup(env) : NULL, *save = NULL;
   int oom = env && !envcopy;
   for (char *t = envcopy ? strtok_r(envcopy, ":", &save) : NULL; t && !oom;
@@ -118,6 +173,8 @@ char **devmm__plugin_dirs(const devmm__config *c, size_t *n) {
     char *full = absolute(t);
     if (full)
       devmm__path_tidy(full);
+    if (full && check)
+      check_env_dir(t, full);
     char **grown = full ? realloc(dirs, (*n + 1) * sizeof *dirs) : NULL;
     oom = !grown;
     if (grown)
@@ -126,6 +183,8 @@ char **devmm__plugin_dirs(const devmm__config *c, size_t *n) {
       free(full);
   }
   free(envcopy);
+  if (check)
+    snprintf(checked, sizeof checked, "%s", env);
   size_t total = *n + c->npaths + 2;
   char **grown = oom ? NULL : realloc(dirs, total * sizeof *dirs);
   oom = oom || !grown;
@@ -133,6 +192,8 @@ char **devmm__plugin_dirs(const devmm__config *c, size_t *n) {
     dirs = grown;
   for (size_t i = 0; i <= c->npaths && !oom; i++) {
     const char *d = i < c->npaths ? c->paths[i] : devmm__installed_plugin_dir();
+    if (i < c->npaths && *d)
+      check_config_dir(c, d);
     if (*d && !(dirs[*n] = devmm__strdup(d)))
       oom = 1;
     else if (*d)

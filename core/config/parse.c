@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LINE 199 /* Debian's inih r55 reads lines of at most 200 bytes with the newline */
+/* The longest line, not counting its end ("\n" or "\r\n"), as conf/devmm.ini.in says: inih's
+ * buffer (INI_MAX_LINE, 200 in Debian's r55) holds it and the terminating NUL; a line that
+ * fills it is handed over without its end (tests/c/suite_config.c config_line_length_limit). */
+#define MAX_LINE 199
 
 typedef struct {
   devmm__config *c;
@@ -341,22 +344,69 @@ static char *read_line(char *str, int num, void *stream) {
   if (p->failed || p->pos >= p->end)
     return NULL;
   const char *nl = memchr(p->pos, '\n', (size_t)(p->end - p->pos));
-  size_t len = nl ? (size_t)(nl - p->pos) + 1 : (size_t)(p->end - p->pos);
+  size_t len = nl ? (size_t)(nl - p->pos) + 1 : (size_t)(p->end - p->pos), text = len;
   p->line++;
-  if (len > (size_t)num - 1) {
+  if (p->line == 1 && text >= 3 && memcmp(p->pos, "\xef\xbb\xbf", 3) == 0) {
+    p->pos += 3; /* a UTF-8 byte order mark, as some editors write: accepted (conf/devmm.ini.in) */
+    len -= 3, text -= 3;
+  }
+  if (nl)
+    text -= 1 + (text > 1 && nl[-1] == '\r'); /* the line without its end */
+  const char *cr = memchr(p->pos, '\r', text);
+  if (cr) { /* a CR-only file would be one line: its first section header, the rest ignored */
+    fail(p, p->line, "a CR without LF at column %zu: expected LF or CRLF line ends",
+         (size_t)(cr - p->pos) + 1);
+    return NULL;
+  }
+  const char *nul = memchr(p->pos, '\0', text);
+  if (nul) { /* inih reads C strings: a NUL would cut the line short, silently */
+    fail(p, p->line, "a NUL byte at column %zu: expected text (the NUL would cut the value short)",
+         (size_t)(nul - p->pos) + 1);
+    return NULL;
+  }
+  if (text > MAX_LINE || text > (size_t)num - 1) {
     fail(p, p->line, "line longer than %d characters", MAX_LINE);
     return NULL;
   }
-  memcpy(str, p->pos, len);
-  str[len] = '\0';
+  size_t copy = len > (size_t)num - 1 ? text : len; /* the end, where it fits */
+  memcpy(str, p->pos, copy);
+  str[copy] = '\0';
   p->pos += len;
-  const char *s = str;
+  char *s = str;
   while (*s == ' ' || *s == '\t')
     s++;
+  /* An indented line is a line like any other: inih would take it as the previous value's
+   * continuation (tests/c/suite_config_answers.c config_inline_comments). */
+  memmove(str, s, strlen(s) + 1);
+  s = str;
+  /* '#' after a space or tab starts a comment, as ';' does in inih (conf/devmm.ini.in says so);
+   * inside a word it is the value's */
+  for (char *h = s; *s && *s != ';' && *s != '#' && (h = strchr(h + 1, '#')) != NULL;)
+    if (h[-1] == ' ' || h[-1] == '\t') {
+      h[0] = '\n';
+      h[1] = '\0';
+      break;
+    }
   const char *end = *s == '[' ? strchr(s, ']') : NULL;
+  if (*s == '[' && !end) { /* inih skips it: the keys below would be blamed, a line too late */
+    size_t n = strcspn(s, ";#\r\n");
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+      n--;
+    fail(p, p->line,
+         "section header '%.*s' has no closing ']': expected [devmm], [device ...] or "
+         "[plugin ...]",
+         (int)(n > 200 ? 200 : n), s);
+    return NULL;
+  }
   if (end) {
     char name[256];
     snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
+    const char *rest = end + 1 + strspn(end + 1, " \t\r\n");
+    if (*rest && *rest != ';' && *rest != '#') { /* inih would ignore it, keys and all */
+      fail(p, p->line, "text after the section header [%s]: expected a new line (or a comment)",
+           name);
+      return NULL;
+    }
     on_section(p, name);
   }
   return str;
@@ -372,7 +422,7 @@ static int finish(devmm__config *c) {
       return devmm_set_error(DEVMM_ENOMEM, "%s: out of memory", c->source);
   }
   for (size_t i = 0; i < c->nsections; i++) {
-    const devmm__section *s = &c->sections[i];
+    devmm__section *s = &c->sections[i];
     int listed = !s->plugin;
     for (size_t j = 0; !listed && j < c->nplugins; j++) /* c->plugins has no NULL at its end */
       listed = strcmp(c->plugins[j], s->plugin) == 0;

@@ -14,7 +14,7 @@
 
 /* ================================================================ the table */
 
-typedef enum { KEY_SIZE, KEY_SIZE_OR_PERCENT, KEY_BOOL, KEY_CHOICE, KEY_TEXT } key_type;
+typedef enum { KEY_SIZE, KEY_SIZE_OR_PERCENT, KEY_BOOL, KEY_CHOICE, KEY_TEXT, KEY_COUNT } key_type;
 
 typedef struct {
   const char *name;
@@ -46,13 +46,26 @@ static int make_limiting(devmm_resource *up, const devmm__stack_values *v,
     snprintf(why, sizeof why, "%s", devmm_last_error());
     return devmm_set_error(DEVMM_ECONFIG, "limit: %.400s", why);
   }
+  if (limit == 0) { /* a percentage too small for this device: as limit = 0 (parse_value) */
+    char dev[32];
+    devmm_device_format(info->device, dev, sizeof dev);
+    return devmm_set_error(DEVMM_ECONFIG,
+                           "limit = %.100s is 0 bytes of %s: it would refuse every allocation: "
+                           "expected a size or a percentage above 0 bytes (to limit nothing, "
+                           "leave limiting out of adaptors = ...)",
+                           v->limit_text, dev);
+  }
   return devmm_limiting_adaptor_create(up, limit, out);
 }
 
 static int make_tracking(devmm_resource *up, const devmm__stack_values *v,
                          const devmm_device_info *info, devmm_resource **out) {
   (void)info;
-  return devmm_tracking_adaptor_create(up, v->backtraces, out);
+  if (!v->history)
+    return devmm_tracking_adaptor_create(up, v->backtraces, out);
+  devmm_tracking_options o = {
+      .struct_size = sizeof o, .backtraces = v->backtraces, .history = v->history};
+  return devmm_tracking_adaptor_create_ex(up, &o, out);
 }
 
 static int make_logging(devmm_resource *up, const devmm__stack_values *v,
@@ -73,6 +86,12 @@ static int make_thread_safe(devmm_resource *up, const devmm__stack_values *v,
   return devmm_thread_safe_adaptor_create(up, out);
 }
 
+static int make_prefetch(devmm_resource *up, const devmm__stack_values *v,
+                         const devmm_device_info *info, devmm_resource **out) {
+  (void)v, (void)info;
+  return devmm_prefetch_adaptor_create(up, out);
+}
+
 static const char *const statistics_modes[] = {"exact", "sharded", NULL};
 
 #define VAL(field) offsetof(devmm__stack_values, field)
@@ -88,7 +107,8 @@ static const adaptor_desc adaptors[] = {
      .keys = {{.name = "limit", .type = KEY_SIZE_OR_PERCENT, .offset = VAL(limit)}}},
     {.name = "tracking",
      .create = make_tracking,
-     .keys = {{.name = "backtraces", .type = KEY_BOOL, .offset = VAL(backtraces)}}},
+     .keys = {{.name = "backtraces", .type = KEY_BOOL, .offset = VAL(backtraces)},
+              {.name = "history", .type = KEY_COUNT, .offset = VAL(history)}}},
     {.name = "logging",
      .create = make_logging,
      .keys = {{.name = "log_file", .type = KEY_TEXT, .offset = VAL(log_file)},
@@ -100,6 +120,7 @@ static const adaptor_desc adaptors[] = {
                .type = KEY_SIZE,
                .offset = VAL(alignment_threshold)}}},
     {.name = "thread_safe", .create = make_thread_safe},
+    {.name = "prefetch", .create = make_prefetch},
 };
 #undef VAL
 #define NADAPTORS (sizeof adaptors / sizeof adaptors[0])
@@ -110,11 +131,16 @@ void devmm__stack_defaults(devmm__stack_values *v) {
   v->alignment = 256;
 }
 
-/* The row and key of an adaptor key (NULL if key is none). */
+/* The row and key of an adaptor key, bare ("alignment") or prefixed with its adaptor
+ * ("aligned.alignment", which is always the adaptor's); NULL if key is none. */
 static const key_desc *find_key(const char *key, const adaptor_desc **owner) {
+  const char *dot = strchr(key, '.');
+  size_t pl = dot ? (size_t)(dot - key) : 0;
   for (size_t a = 0; a < NADAPTORS; a++)
     for (size_t k = 0; k < NKEYS && adaptors[a].keys[k].name; k++)
-      if (strcmp(adaptors[a].keys[k].name, key) == 0) {
+      if (dot ? strlen(adaptors[a].name) == pl && strncmp(adaptors[a].name, key, pl) == 0 &&
+                    strcmp(adaptors[a].keys[k].name, dot + 1) == 0
+              : strcmp(adaptors[a].keys[k].name, key) == 0) {
         if (owner)
           *owner = &adaptors[a];
         return &adaptors[a].keys[k];
@@ -177,10 +203,29 @@ static int parse_value(const char *source, const devmm__kv *o, const key_desc *k
     if (devmm_parse_size(o->value, 0, dst) == DEVMM_OK)
       return DEVMM_OK;
     break;
-  case KEY_SIZE_OR_PERCENT:
-    if (devmm__parse_size_spec(o->value, dst) == DEVMM_OK)
+  case KEY_SIZE_OR_PERCENT: {
+    const devmm__size_spec *spec = dst;
+    if (devmm__parse_size_spec(o->value, dst) != DEVMM_OK)
+      break;
+    if (spec->percent ? spec->value > 0 : spec->bytes > 0)
       return DEVMM_OK;
-    break;
+    return devmm_set_error(DEVMM_ECONFIG,
+                           "%s:%d: %s = %s would refuse every allocation: expected a size or a "
+                           "percentage above 0 (to limit nothing, leave limiting out of "
+                           "adaptors = ...)",
+                           source, o->line, o->key, o->value);
+  }
+  case KEY_COUNT: {
+    char *end = NULL;
+    unsigned long long n =
+        o->value[0] >= '0' && o->value[0] <= '9' ? strtoull(o->value, &end, 10) : 0;
+    if (end && !*end && n <= SIZE_MAX / 64)
+      return *(size_t *)dst = (size_t)n, DEVMM_OK;
+    return devmm_set_error(DEVMM_ECONFIG,
+                           "%s:%d: %s = %s: expected a count of events (a whole number, 0 for "
+                           "none)",
+                           source, o->line, o->key, o->value);
+  }
   case KEY_BOOL:
     if (devmm__parse_bool(o->value, dst) == DEVMM_OK)
       return DEVMM_OK;
@@ -214,82 +259,109 @@ int devmm__stack_parse_key(const char *source, const devmm__kv *o, devmm__stack_
     return DEVMM_OK; /* checked against the loaded plugins' kinds, later */
   if (strcmp(o->key, "adaptors") == 0)
     return parse_adaptors(source, o, v);
+  if (!strchr(o->key, '.'))
+    return DEVMM_OK; /* bare: the adaptor's or the kind's, seen with the whole section */
   const key_desc *k = find_key(o->key, NULL);
   if (k->type == KEY_SIZE_OR_PERCENT) /* the limit: resolved per device, named in messages */
     v->has_limit = 1, v->limit_text = o->value;
   return parse_value(source, o, k, (char *)v + k->offset);
 }
 
-/* An adaptor's key without the adaptor in adaptors = ... is a mistake worth stopping for. */
-int devmm__stack_check_section(const char *source, const devmm__section *sec) {
+/* 1 if adaptor a is in the section's adaptors = ... */
+static int listed(const devmm__section *sec, const adaptor_desc *a) {
+  for (size_t j = 0; j < sec->stack.nadaptors; j++)
+    if (&adaptors[sec->stack.adaptor[j]] == a)
+      return 1;
+  return 0;
+}
+
+/* The option setting key k of adaptor a: "<a>.<k>" if set, else a bare "<k>" (NULL: neither). */
+static const devmm__kv *adaptor_opt(const devmm__section *sec, const adaptor_desc *a,
+                                    const key_desc *k) {
+  char full[96];
+  snprintf(full, sizeof full, "%s.%s", a->name, k->name);
+  const devmm__kv *o = devmm__section_opt(sec, full);
+  return o ? o : devmm__section_opt(sec, k->name);
+}
+
+/* A bare key of a listed adaptor is the adaptor's (unless its <adaptor>.<key> is set too: then
+ * the bare one is the kind's); parsed here, once the whole section is known. */
+int devmm__stack_check_section(const char *source, devmm__section *sec) {
   for (size_t i = 0; i < sec->nopts; i++) {
+    const devmm__kv *o = &sec->opts[i];
     const adaptor_desc *a = NULL;
-    if (!find_key(sec->opts[i].key, &a))
+    const key_desc *k = strchr(o->key, '.') ? NULL : find_key(o->key, &a);
+    if (!k || !listed(sec, a) || adaptor_opt(sec, a, k) != o)
       continue;
-    int listed = 0;
-    for (size_t j = 0; j < sec->stack.nadaptors; j++)
-      listed |= &adaptors[sec->stack.adaptor[j]] == a;
-    if (!listed)
+    if (k->type == KEY_SIZE_OR_PERCENT)
+      sec->stack.has_limit = 1, sec->stack.limit_text = o->value;
+    int rc = parse_value(source, o, k, (char *)&sec->stack + k->offset);
+    if (rc)
+      return rc;
+  }
+  const devmm__kv *list = devmm__section_opt(sec, "adaptors");
+  for (size_t j = 0; j < sec->stack.nadaptors; j++)
+    if (adaptors[sec->stack.adaptor[j]].create == make_limiting && !sec->stack.has_limit)
+      return devmm_set_error(DEVMM_ECONFIG,
+                             "%s:%d: 'limiting' is in adaptors = ... but this section sets no "
+                             "limit: expected limit = <size> or <percent>%% (limiting alone "
+                             "limits nothing)",
+                             source, list ? list->line : sec->line);
+  return DEVMM_OK;
+}
+
+/* Whose each adaptor key is, now that the kind k is known (NULL: none known): "<a>.<k>" needs
+ * adaptor a listed; a bare key the kind declares is the kind's, unless a listed adaptor reads it
+ * too without its "<a>.<k>" (which?); any other bare adaptor key needs its adaptor. */
+static int check_adaptor_keys(const char *source, const devmm__section *sec,
+                              const devmm_resource_kind *k) {
+  for (size_t i = 0; i < sec->nopts; i++) {
+    const devmm__kv *o = &sec->opts[i];
+    const adaptor_desc *a = NULL;
+    const key_desc *kd = find_key(o->key, &a);
+    if (!kd)
+      continue;
+    int bare = !strchr(o->key, '.'), kinds = bare && k && devmm__in_list(k->options, o->key);
+    if (kinds && listed(sec, a) && adaptor_opt(sec, a, kd) == o)
+      return devmm_set_error(DEVMM_ECONFIG,
+                             "%s:%d: '%s' is an option of both %s and the %s adaptor: expected "
+                             "%s.%s = ... for the adaptor's (a bare '%s' is then %s's)",
+                             source, o->line, o->key, k->name, a->name, a->name, o->key, o->key,
+                             k->name);
+    if (!kinds && !listed(sec, a))
       return devmm_set_error(DEVMM_ECONFIG, "%s:%d: '%s' is set but '%s' is not in adaptors = ...",
-                             source, sec->opts[i].line, sec->opts[i].key, a->name);
+                             source, o->line, o->key, a->name);
   }
   return DEVMM_OK;
 }
 
-/* ================================================================ kinds */
-
-/* Appends the kind names of plugin d (NULL: none) to the ", "-separated list in buf. */
-void devmm__append_kinds(char *buf, size_t cap, const devmm_plugin *d) {
-  for (size_t j = 0; d && j < d->nkinds; j++) {
-    size_t n = strlen(buf);
-    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->kinds[j]->name);
-  }
-}
-
-const devmm_resource_kind *devmm__find_kind(devmm__state *s, const char *name,
-                                            devmm__plugin **owner) {
+/* What a section without resource = ... gets: the first kind for device type t of the first
+ * plugin that has (or counts on first use) devices of that type, as kind_for picks; NULL if
+ * none. */
+static const devmm_resource_kind *default_kind(devmm__state *s, int32_t t) {
   for (size_t i = 0; i < s->nplugins; i++) {
-    const devmm_plugin *d = s->plugins[i]->desc;
-    for (size_t k = 0; d && k < d->nkinds; k++)
-      if (strcmp(d->kinds[k]->name, name) == 0) {
-        if (owner)
-          *owner = s->plugins[i];
-        return d->kinds[k];
-      }
+    const devmm__plugin *p = s->plugins[i];
+    int owns = p->desc && p->lazy_type == t;
+    for (size_t d = 0; p->desc && d < p->ndevices; d++)
+      owns |= p->devices[d].device.device_type == t;
+    for (size_t k = 0; owns && k < p->desc->nkinds; k++)
+      if (p->desc->kinds[k]->device_type == t)
+        return p->desc->kinds[k];
   }
   return NULL;
-}
-
-/* resource = X names no loaded kind: why. */
-static int unknown_kind(devmm__state *s, const devmm__kv *res) {
-  const char *dot = strchr(res->value, '.');
-  size_t pl = dot ? (size_t)(dot - res->value) : strlen(res->value);
-  devmm__plugin *named = NULL;
-  for (size_t i = 0; i < s->nplugins; i++)
-    if (strlen(s->plugins[i]->name) == pl && strncmp(s->plugins[i]->name, res->value, pl) == 0)
-      named = s->plugins[i];
-  if (!dot || !named)
-    return devmm_set_error(DEVMM_ECONFIG,
-                           "%s:%d: resource = %s: expected <plugin>.<kind> with a plugin from "
-                           "plugins = ... in [devmm]",
-                           s->c.source, res->line, res->value);
-  if (!named->desc)
-    return DEVMM_OK; /* its plugin failed to load: reported with the plugin */
-  char valid[512] = "";
-  devmm__append_kinds(valid, sizeof valid, named->desc);
-  return devmm_set_error(DEVMM_ECONFIG, "%s:%d: unknown resource kind '%s': plugin '%s' offers %s",
-                         s->c.source, res->line, res->value, named->name, valid);
 }
 
 int devmm__check_section(devmm__state *s, const devmm__section *sec) {
   if (sec->plugin)
     return DEVMM_OK; /* checked by the plugin when it loads */
   const devmm__kv *res = devmm__section_opt(sec, "resource");
-  if (!res)
-    return DEVMM_OK; /* the plugin's first kind for that device type */
-  const devmm_resource_kind *k = devmm__find_kind(s, res->value, NULL);
-  if (!k)
-    return unknown_kind(s, res);
+  const devmm_resource_kind *k =
+      res ? devmm__find_kind(s, res->value, NULL) : default_kind(s, sec->dev.device_type);
+  if (res && !k) /* its plugin failed to load (reported with the plugin): whose keys are which? */
+    return devmm__unknown_kind(s, res);
+  int rc = check_adaptor_keys(s->c.source, sec, k);
+  if (rc || !k)
+    return rc; /* no plugin of this device type: its keys are unknown */
   if (k->device_type != sec->dev.device_type) {
     char want[32], have[32];
     devmm_device dk = {k->device_type, 0};
@@ -305,6 +377,12 @@ int devmm__check_section(devmm__state *s, const devmm__section *sec) {
     const devmm__kv *o = &sec->opts[i];
     if (devmm__stack_is_devmm_key(o->key) || devmm__in_list(k->options, o->key))
       continue;
+    if (strcmp(o->key, "python_stack") == 0) /* where it is (tests/config/python-stack-key) */
+      return devmm_set_error(DEVMM_ECONFIG,
+                             "%s:%d: python_stack is not a devmm.ini key: a Python stack is taken "
+                             "by the Python front end, expected devmm.TrackingAdaptor(upstream, "
+                             "python_stack=N) (devmm.ini's tracking keys: backtraces, history)",
+                             s->c.source, o->line);
     char valid[512], kopts[256];
     join_device_keys(valid, sizeof valid);
     devmm__join(k->options, kopts, sizeof kopts);
@@ -361,14 +439,25 @@ static const devmm_resource_kind *kind_for(devmm__state *s, const devmm__dstate 
   return k;
 }
 
+/* A refused option value of section sec, at line: "source:line: [device X] msg". */
+static int section_error(devmm__state *s, const devmm__section *sec, int line, const char *msg) {
+  char name[32];
+  devmm_device_format(sec->dev, name, sizeof name);
+  if (sec->wildcard)
+    name[strcspn(name, ":")] = '\0';
+  return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source, line, name,
+                         sec->wildcard ? ":*" : "", msg);
+}
+
 /* Runs the factory with the section's options for it (only those). A refused option value
  * (DEVMM_EINVAL or DEVMM_ECONFIG) is the file's error; another failure is the device's. */
 static int run_factory(devmm__state *s, devmm__dstate *ds, const devmm__section *sec,
                        const devmm_resource_kind *k, devmm_resource **r) {
   devmm_option opts[64];
   size_t n = 0;
-  for (size_t i = 0; sec && i < sec->nopts && n < 64; i++)
-    if (!devmm__stack_is_devmm_key(sec->opts[i].key))
+  for (size_t i = 0; sec && i < sec->nopts && n < 64; i++) /* and the kind's own (bare) keys */
+    if (!devmm__stack_is_devmm_key(sec->opts[i].key) ||
+        (!strchr(sec->opts[i].key, '.') && devmm__in_list(k->options, sec->opts[i].key)))
       opts[n++] = (devmm_option){sec->opts[i].key, sec->opts[i].value, sec->opts[i].line};
   devmm_clear_error();
   int frc = k->create(devmm__host(), ds->info.device.device_id, opts, n, r);
@@ -383,14 +472,8 @@ static int run_factory(devmm__state *s, devmm__dstate *ds, const devmm__section 
                              : devmm_last_error());
   devmm_resource_release(*r);
   *r = NULL;
-  if ((frc == DEVMM_EINVAL || frc == DEVMM_ECONFIG) && sec) {
-    char name[32];
-    devmm_device_format(sec->dev, name, sizeof name);
-    if (sec->wildcard)
-      name[strcspn(name, ":")] = '\0';
-    return devmm_set_error(DEVMM_ECONFIG, "%s:%d: [device %s%s] %s", s->c.source,
-                           option_line(sec, opts, n, msg), name, sec->wildcard ? ":*" : "", msg);
-  }
+  if ((frc == DEVMM_EINVAL || frc == DEVMM_ECONFIG) && sec)
+    return section_error(s, sec, option_line(sec, opts, n, msg), msg);
   char full[DEVMM__MSG_MAX + 128];
   const char *why = msg;
   size_t kl = strlen(k->name); /* "<kind>: " unless the plugin's message starts with it */
@@ -412,11 +495,20 @@ static int wrap_all(devmm__state *s, devmm__dstate *ds, const devmm__section *se
       snprintf(msg, sizeof msg, "%s", devmm_last_error());
       devmm_resource_release(*r);
       *r = NULL;
-      if (rc != DEVMM_ECONFIG) {
+      if (rc != DEVMM_ECONFIG && rc != DEVMM_EINVAL) { /* not the file's: the device's */
         ds->error = devmm__strdup(msg);
         return DEVMM_OK;
       }
-      const devmm__kv *o = devmm__section_opt(sec, ad->keys[0].name);
+      /* a refused value is the file's, as a factory's is: the line of the key it names */
+      const devmm__kv *o = NULL, *named = NULL;
+      for (size_t k = 0; k < NKEYS && ad->keys[k].name; k++) {
+        const devmm__kv *ko = adaptor_opt(sec, ad, &ad->keys[k]);
+        o = o ? o : ko;
+        named = !named && ko && strstr(msg, ad->keys[k].name) ? ko : named;
+      }
+      o = named ? named : o;
+      if (rc == DEVMM_EINVAL)
+        return section_error(s, sec, o ? o->line : sec->line, msg);
       return devmm_set_error(rc, "%s:%d: %s", s->c.source, o ? o->line : sec->line, msg);
     }
     devmm_resource_release(*r);

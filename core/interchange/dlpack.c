@@ -112,10 +112,13 @@ int devmm_tensor_to_dlpack(const devmm_tensor *t, devmm_dlmanaged **out) {
     return devmm_set_error(DEVMM_EINVAL, "devmm_tensor_to_dlpack: out is NULL");
   if (t && devmm_tensor_readonly(t)) {
     *out = NULL;
-    return devmm_set_error(DEVMM_ENOTSUP,
-                           "DLPack export: a read-only tensor cannot go out as a legacy "
-                           "DLManagedTensor, which has no read-only flag (its consumer would "
-                           "write into it); ask for a versioned one (max_version >= (1, 0))");
+    return devmm_set_error(
+        DEVMM_ENOTSUP,
+        "DLPack export: a read-only tensor cannot go out as a legacy "
+        "DLManagedTensor, which has no read-only flag (its consumer would "
+        "write into it); ask for a versioned one (max_version >= (1, 0)), or, where the "
+        "consumer cannot (torch 1.x), hand it a writable copy (Python: "
+        "t.copy(); C: devmm_tensor_copy)");
   }
   devmm_dlmanaged *m =
       new_export(t, sizeof *m, offsetof(devmm_dlmanaged, dl_tensor), "devmm_tensor_to_dlpack");

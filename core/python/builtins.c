@@ -202,8 +202,8 @@ static pyobject *f_hold(pyobject *self, pyobject *const *args, py_ssize_t nargs)
 
 /* dlpack(tensor capsule, flags, versioned[, as_cpu]) -> a "dltensor_versioned" (versioned
  * true) or "dltensor" capsule owning a new export, or None when the export fails (devmm's
- * error set). as_cpu true labels pinned host memory (cuda_host, rocm_host) as kDLCPU: the same
- * memory, for a consumer that asked for dl_device=(kDLCPU, 0). */
+ * error set). as_cpu true labels pinned host memory (cuda_host, rocm_host, sim_host) as kDLCPU: the
+ * same memory, for a consumer that asked for dl_device=(kDLCPU, 0). */
 static pyobject *f_dlpack(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
   (void)self;
   static const char fn[] = "dlpack";
@@ -221,7 +221,7 @@ static pyobject *f_dlpack(pyobject *self, pyobject *const *args, py_ssize_t narg
     return NULL;
   devmm_device d = devmm_buffer_device(devmm_tensor_buffer(t));
   if (as_cpu && d.device_type != DEVMM_DEVICE_CPU && d.device_type != DEVMM_DEVICE_CUDA_HOST &&
-      d.device_type != DEVMM_DEVICE_ROCM_HOST) {
+      d.device_type != DEVMM_DEVICE_ROCM_HOST && d.device_type != DEVMM_DEVICE_SIM_HOST) {
     devmm_set_error(DEVMM_EINVAL, "DLPack export: only host memory can go out as kDLCPU");
     return devmm__py_none_ref();
   }
@@ -264,6 +264,8 @@ static const struct {
     CONSTANT(DEVMM_DEVICE_ROCM),
     CONSTANT(DEVMM_DEVICE_ROCM_HOST),
     CONSTANT(DEVMM_DEVICE_CUDA_MANAGED),
+    CONSTANT(DEVMM_DEVICE_SIM_HOST),
+    CONSTANT(DEVMM_DEVICE_SIM_MANAGED),
     CONSTANT(DEVMM_DEVICE_SIM),
     {"DEVMM_STREAM_ALL", (long long)(intptr_t)DEVMM_STREAM_ALL},
     CONSTANT(DEVMM_RESOURCE_THREAD_SAFE),
@@ -273,6 +275,7 @@ static const struct {
     CONSTANT(DEVMM_IPC_KIND_MAX),
     CONSTANT(DEVMM_IPC_TENSOR_HANDLE_MAX),
     CONSTANT(DEVMM_STATISTICS_SHARDED),
+    CONSTANT(DEVMM_FAILURE_CALLBACK_ANY_ERROR),
     CONSTANT(DEVMM_DLPACK_MAJOR),
     CONSTANT(DEVMM_DLPACK_MINOR),
     CONSTANT(DEVMM_DLPACK_FLAG_READ_ONLY),

@@ -14,6 +14,14 @@ devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device, const de
   return devmm_tensor_empty(r, d, layout, ndim, shape, t, stream, &out) == DEVMM_OK ? out : NULL;
 }
 
+int devmm_ffi_init(const char *path, char **warnings) {
+  devmm__diag_capture(1);
+  int rc = devmm_init(path);
+  *warnings = devmm__diag_captured();
+  devmm__diag_capture(0);
+  return rc;
+}
+
 uint32_t devmm_ffi_dtype_pack(devmm_dtype t) {
   return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16;
 }

@@ -3,6 +3,7 @@
  * (devmm_callbacks_disable) a late free is skipped instead of entering a dead interpreter. */
 #include "resource_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,17 @@ static int cb_allocate(devmm_resource *self, size_t bytes, size_t align, devmm_s
   if (rc && !*devmm_last_error())
     devmm_set_error(rc, "resource '%s': the allocate callback failed (%s)", self->name,
                     devmm_status_name(rc));
+  if (rc == DEVMM_OK && align > 1 && (uintptr_t)*out % align) {
+    /* what was asked for, or nothing: given back (test_a_misaligned_pointer_from_an_allocate_
+     * callback_is_refused_and_given_back) */
+    void *p = *out;
+    *out = NULL;
+    c->free_fn(c->user, p, bytes, align, stream);
+    return devmm_set_error(DEVMM_ECALLBACK,
+                           "resource '%s': the allocate callback returned %p for %zu bytes "
+                           "aligned to %zu: not a multiple of %zu",
+                           self->name, p, bytes, align, align);
+  }
   return rc;
 }
 

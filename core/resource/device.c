@@ -18,6 +18,8 @@ static const struct {
     {DEVMM_DEVICE_ROCM_HOST, "rocm_host"},
     {DEVMM_DEVICE_CUDA_MANAGED, "cuda_managed"},
     {DEVMM_DEVICE_SIM, "sim"},
+    {DEVMM_DEVICE_SIM_HOST, "sim_host"},
+    {DEVMM_DEVICE_SIM_MANAGED, "sim_managed"},
 };
 #define NDEVNAMES (sizeof device_names / sizeof device_names[0])
 
@@ -39,7 +41,8 @@ int devmm_device_format(devmm_device d, char *buf, size_t cap) {
 
 int devmm_device_host_accessible(devmm_device d) {
   return d.device_type == DEVMM_DEVICE_CPU || d.device_type == DEVMM_DEVICE_CUDA_HOST ||
-         d.device_type == DEVMM_DEVICE_ROCM_HOST || d.device_type == DEVMM_DEVICE_CUDA_MANAGED;
+         d.device_type == DEVMM_DEVICE_ROCM_HOST || d.device_type == DEVMM_DEVICE_CUDA_MANAGED ||
+         d.device_type == DEVMM_DEVICE_SIM_HOST || d.device_type == DEVMM_DEVICE_SIM_MANAGED;
 }
 
 /* The id after "name:" (none: 0), or -1 with the error set. */
@@ -75,7 +78,8 @@ int devmm_device_parse(const char *text, devmm_device *d) {
   if (!type)
     return devmm_set_error(DEVMM_EINVAL,
                            "unknown device '%.64s': expected cpu[:N], cuda[:N], cuda_host[:N], "
-                           "cuda_managed[:N], rocm[:N], rocm_host[:N], sim[:N] or deviceT[:N] (a "
+                           "cuda_managed[:N], rocm[:N], rocm_host[:N], sim[:N], sim_host[:N], "
+                           "sim_managed[:N] or deviceT[:N] (a "
                            "plugin's own DLPack device type T, as devmm-info lists it)",
                            text);
   long id = parse_device_id(text, colon);

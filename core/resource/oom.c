@@ -70,6 +70,7 @@ int devmm__explain_oom(devmm_resource *r, size_t bytes, size_t alignment) {
   if (o->tracking[0]) {
     SIZE(h1, o->live_bytes);
     PUT("\n  largest live allocations (%s: %zu live, %s):", o->tracking, o->live_count, h1);
+    int unrecorded = 0;
     for (size_t i = 0; i < o->nlargest; i++) {
       const devmm_oom_allocation *a = &o->largest[i];
       SIZE(h1, a->bytes);
@@ -77,9 +78,13 @@ int devmm__explain_oom(devmm_resource *r, size_t bytes, size_t alignment) {
       if (a->thread_id)
         PUT("  thread %llu", (unsigned long long)a->thread_id);
       PUT("  %s", a->where[0] ? a->where : "(no stack recorded)");
+      unrecorded |= !a->where[0];
     }
     if (!o->nlargest)
       PUT(" none");
+    else if (unrecorded) /* how to get them (suite oom: oom_largest_ties_by_address) */
+      PUT("\n  (no stacks recorded: backtraces = true in devmm.ini, or "
+          "TrackingAdaptor(python_stack=N) in Python, records where each was made)");
   } else {
     PUT("\n  (a tracking adaptor in the stack would list the largest live allocations)");
   }

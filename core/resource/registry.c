@@ -36,6 +36,17 @@ static _Atomic(devmm__registry_miss_fn) miss_hook;
 
 void devmm__registry_set_miss_hook(devmm__registry_miss_fn fn) { atomic_store(&miss_hook, fn); }
 
+static _Atomic(devmm__loaded_kind_fn) loaded_kind_hook;
+
+void devmm__set_loaded_kind_hook(devmm__loaded_kind_fn fn) { atomic_store(&loaded_kind_hook, fn); }
+
+int devmm__create_loaded_kind(const char *kind, int32_t device_id, devmm_resource **out) {
+  devmm__loaded_kind_fn hook = atomic_load(&loaded_kind_hook);
+  *out = NULL;
+  return hook ? hook(kind, device_id, out)
+              : devmm_set_error(DEVMM_ENOENT, "no loaded plugin offers kind '%.48s'", kind);
+}
+
 int devmm_get_current_resource(devmm_device device, devmm_resource **out) {
   if (!out)
     return devmm_set_error(DEVMM_EINVAL, "devmm_get_current_resource: out is NULL");
@@ -75,6 +86,15 @@ int devmm_set_current_resource(devmm_device device, devmm_resource *r, devmm_res
   else
     devmm_resource_release(old);
   return DEVMM_OK;
+}
+
+int devmm__registry_has_type(int32_t device_type) {
+  pthread_mutex_lock(&lock);
+  int found = 0;
+  for (int i = 0; i < nentries && !found; i++)
+    found = table[i].device.device_type == device_type;
+  pthread_mutex_unlock(&lock);
+  return found;
 }
 
 void devmm_registry_clear(void) {

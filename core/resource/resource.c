@@ -212,10 +212,12 @@ int devmm_memset(devmm_resource *r, void *dst, int value, size_t bytes, devmm_st
   return r->ops.memset(r, dst, value, bytes, stream);
 }
 
-/* Host memory has no streams; anything else (cuda, cuda_managed, rocm, sim, ...) has. */
+/* Host memory has no streams; anything else (cuda, cuda_managed, rocm, sim, sim_managed, ...)
+ * has. */
 int devmm__has_streams(const devmm_resource *r) {
   int32_t t = r->device.device_type;
-  return t != DEVMM_DEVICE_CPU && t != DEVMM_DEVICE_CUDA_HOST && t != DEVMM_DEVICE_ROCM_HOST;
+  return t != DEVMM_DEVICE_CPU && t != DEVMM_DEVICE_CUDA_HOST && t != DEVMM_DEVICE_ROCM_HOST &&
+         t != DEVMM_DEVICE_SIM_HOST;
 }
 
 /* Whether r's own work (copies, memsets) may be queued on streams: memory on a device with

@@ -66,5 +66,14 @@ int devmm__registry_replace(devmm_device device, devmm_resource *expected, devmm
  * config/init.c installs its hook when the library loads. */
 typedef int (*devmm__registry_miss_fn)(devmm_device device, char *why, size_t cap);
 void devmm__registry_set_miss_hook(devmm__registry_miss_fn fn);
+/* 1 if the registry holds a resource for some device of that type (devmm_init asks, before it
+ * counts a GPU plugin's devices at their first use only: ADR 38). */
+int devmm__registry_has_type(int32_t device_type);
+/* A resource of a kind an already loaded plugin offers, loading no plugin: for a kind another
+ * process named (an IPC handle's, ADR 40). DEVMM_ENOENT with the message when no loaded plugin
+ * offers it; config/ondemand.c installs the hook when the library loads (none: DEVMM_ENOENT). */
+typedef int (*devmm__loaded_kind_fn)(const char *kind, int32_t device_id, devmm_resource **out);
+void devmm__set_loaded_kind_hook(devmm__loaded_kind_fn fn);
+int devmm__create_loaded_kind(const char *kind, int32_t device_id, devmm_resource **out);
 
 #endif

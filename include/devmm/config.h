@@ -34,6 +34,10 @@ DEVMM_API int devmm_is_initialized(void);
 /* The configuration in use: its path, or "built-in default" ("" before init); valid until the
  * next devmm_init or devmm_shutdown. */
 DEVMM_API const char *devmm_config_source(void);
+/* The configuration's warning i ("file:line: ...": something it says that has no effect, such as
+ * a section for a device no plugin has), or NULL past the end; valid as devmm_config_source.
+ * devmm-info --strict fails on any. */
+DEVMM_API const char *devmm_config_warning(size_t i);
 
 typedef struct devmm_plugin_status {
   const char *name;    /* as written in the config */
@@ -78,8 +82,13 @@ DEVMM_API int devmm_kind_get(size_t i, devmm_kind_status *out);
 DEVMM_API int devmm_resource_create_kind(const char *kind, int32_t device_id,
                                          const devmm_option *options, size_t noptions,
                                          devmm_resource **out);
-/* Everything above as one JSON document; free with devmm_string_free. */
+/* Everything above as one JSON document; free with devmm_string_free. A configuration that
+ * does not load (devmm_init was not called) fails with its error (file:line). */
 DEVMM_API int devmm_info_json(char **out);
+/* The same document as far as devmm knows now, initialising no device runtime: a plugin that
+ * counts its devices at their first use (a GPU plugin, ADR 38) shows 0 devices and no error
+ * until then (devmm_info_json counts them). */
+DEVMM_API int devmm_info_json_now(char **out);
 
 #ifdef __cplusplus
 }

@@ -46,6 +46,12 @@ DEVMM_API void devmm_clear_error(void);
 DEVMM_API const char *devmm_status_name(int status);
 /* A short description of a status code ("out of memory"). */
 DEVMM_API const char *devmm_strerror(int status);
+/* Sets the level of devmm's own diagnostics (stderr) by name: "error", "warn", "info" or
+ * "debug" (RMM's "critical" is error, "trace" debug); DEVMM_EINVAL for another. It overrides
+ * DEVMM_LOG_LEVEL, until a devmm.ini that sets log_level is read (ADR 41). */
+DEVMM_API int devmm_set_log_level(const char *name);
+/* The name of the diagnostics level now ("error", "warn", "info" or "debug"). */
+DEVMM_API const char *devmm_log_level(void);
 /* Sets this thread's error (printf-style) and returns status: for code that links libdevmm
  * (adaptors, applications). Plugins link nothing: they call host->set_error (plugin.h). */
 DEVMM_API int devmm_set_error(int status, const char *fmt, ...)

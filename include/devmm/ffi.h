@@ -22,6 +22,10 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
                                                const devmm_layout *layout, int ndim,
                                                const int64_t *shape, uint32_t dtype,
                                                devmm_stream stream);
+/* devmm_init(path), with the warnings it would print on stderr (plugins not loaded, devices
+ * without a resource, ...) returned in *warnings instead, one "[who: ]warning: text" per line
+ * (free with devmm_string_free; NULL if none), so that a front end says each once its own way. */
+DEVMM_API int devmm_ffi_init(const char *path, char **warnings);
 /* dtype in the packed form above. */
 DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
 /* A CPython built-in function (a new reference) named name, made with CPython's stable ABI
@@ -56,6 +60,14 @@ DEVMM_API int devmm_torch_allocate(size_t size, int device, void *stream, void *
 /* The matching free (torch passes the size, device and stream of the allocation); a failure is
  * logged (torch has nobody to tell). */
 DEVMM_API void devmm_torch_deallocate(void *ptr, size_t size, int device, void *stream);
+/* torch's record_stream_fn (CUDAPluggableAllocator::set_record_stream_fn): ptr, a live torch
+ * allocation, is used on stream too; its free then orders the allocation stream after stream's
+ * work (an event), so that the memory is reused only after it (ADR 38). */
+DEVMM_API void devmm_torch_record_stream(void *ptr, void *stream);
+/* on != 0: every torch free waits for its whole device (on devmm's deferred-free thread) before
+ * the memory is reused: what devmm.interop.torch.use_devmm() sets when torch offers no
+ * record_stream hook, so that a tensor used on another stream is never reused too early. */
+DEVMM_API void devmm_torch_free_waits_for_device(int on);
 
 #ifdef __cplusplus
 }

@@ -83,20 +83,22 @@ typedef struct devmm_ipc_info {
   devmm_device device;
   uint64_t bytes;   /* size of the shared range */
   int32_t pid;      /* the exporting process */
-  int same_machine; /* 1 if made on this machine since its last boot */
+  int same_machine; /* 1 if made on this machine since its last boot (its pid namespace may
+                     * still differ: opening says so, ADR 40) */
 } devmm_ipc_info;
 
 /* Writes a handle for [ptr, ptr + bytes), memory from r (or a resource of its stack that shares
  * memory; DEVMM_ENOTSUP, naming the stack, if none does). */
 DEVMM_API int devmm_ipc_get_handle(devmm_resource *r, void *ptr, size_t bytes,
                                    devmm_ipc_handle *out);
-/* Checks a handle's header (DEVMM_EINVAL: not a devmm handle, corrupted, another version) and
- * describes it. */
+/* Checks a handle's header (DEVMM_EINVAL: not a devmm handle, corrupted, another version, a kind
+ * that is not a plain kind name such as "cpu.shm") and describes it. */
 DEVMM_API int devmm_ipc_handle_info(const devmm_ipc_handle *h, devmm_ipc_info *out);
 /* Opens a handle made by another process (or this one) as a buffer of the handle's size,
  * through r's stack, or when r is NULL the current resource of the handle's device if its stack
- * serves the handle's kind, else a new resource of that kind. Close it with devmm_ipc_close
- * (or devmm_buffer_free + devmm_buffer_release: the mapping goes with the memory). */
+ * serves the handle's kind, else a new resource of that kind from a plugin already loaded (a
+ * handle never loads one: DEVMM_ENOTSUP). Close it with devmm_ipc_close (or devmm_buffer_free +
+ * devmm_buffer_release: the mapping goes with the memory). */
 DEVMM_API int devmm_ipc_open(devmm_resource *r, const devmm_ipc_handle *h, devmm_buffer **out);
 /* The descriptor (in this process) of the memory a handle made by this process names, to send
  * it as a descriptor (SCM_RIGHTS, multiprocessing's DupFd): the receiver's devmm_ipc_open_fd

@@ -37,7 +37,8 @@ typedef struct devmm_log_event {
   uint64_t bytes;
   uint64_t stream;
   int64_t peer;    /* allocate: index of its free, -1 if never freed in the log; free: index of its
-                      allocation, -1 if it was allocated before the log began; else -1 */
+                      allocation, -1 if it was allocated before the log began, -2 if its address
+                      was allocated in the log and freed already (a double free); else -1 */
   uint32_t thread; /* index into devmm_log.threads */
   uint32_t action; /* a devmm_log_action */
 } devmm_log_event;
@@ -49,6 +50,13 @@ typedef struct devmm_log {
   uint64_t *threads;      /* the logged thread ids, in order of first appearance */
   size_t unmatched_frees; /* frees of memory allocated before the log began */
   size_t never_freed;     /* allocations with no free in the log */
+  /* Added in 0.1 (the struct only grows; devmm allocates it): */
+  size_t double_frees;       /* frees of an address whose allocations were all freed (peer -2) */
+  size_t resized_frees;      /* frees paired with an allocation of another size */
+  size_t first_double_free;  /* the event index of the first double free (SIZE_MAX: none) */
+  size_t first_resized_free; /* the event index of the first resized free (SIZE_MAX: none) */
+  size_t double_free_line;   /* the file's line of the first double free (0: none) */
+  size_t resized_free_line;  /* the file's line of the first resized free (0: none) */
 } devmm_log;
 
 /* Reads and pairs a log; DEVMM_EIO if the file cannot be read, DEVMM_EINVAL with "file:line: what

@@ -12,7 +12,8 @@
 extern "C" {
 #endif
 
-/* Parses a size ("4GiB", "1.5 MB", "1000", "90%" of total_bytes; total 0 refuses %). */
+/* Parses a size ("4GiB", "1.5 MB", "1000", "90%" of total_bytes; total 0 refuses %): decimal
+ * digits with an optional fraction and unit; hexadecimal (0x10) and exponents (1e3) are refused. */
 DEVMM_API int devmm_parse_size(const char *text, size_t total_bytes, size_t *out);
 /* Writes bytes in binary units ("512 B", then KiB .. PiB with `decimals` digits, 0..6) into buf;
  * DEVMM_EINVAL if buf is NULL, cap too small (32 always suffices), decimals out of range or

@@ -25,7 +25,9 @@ from .resource import format_device, parse_device
 C = _lib.CONSTANTS
 CPU, CUDA, ROCM = C["DEVMM_DEVICE_CPU"], C["DEVMM_DEVICE_CUDA"], C["DEVMM_DEVICE_ROCM"]
 CUDA_MANAGED = C["DEVMM_DEVICE_CUDA_MANAGED"]
-PINNED = frozenset((C["DEVMM_DEVICE_CUDA_HOST"], C["DEVMM_DEVICE_ROCM_HOST"]))
+# the simulator's pinned and managed memory: devmm's own codes, apart as CUDA's are (ADR 37)
+SIM_HOST, SIM_MANAGED = C["DEVMM_DEVICE_SIM_HOST"], C["DEVMM_DEVICE_SIM_MANAGED"]
+PINNED = frozenset((C["DEVMM_DEVICE_CUDA_HOST"], C["DEVMM_DEVICE_ROCM_HOST"], SIM_HOST))
 HOST_DEVICES = PINNED | {CPU}
 CUDA_DEVICES = frozenset((CUDA, CUDA_MANAGED))
 IS_COPIED = C["DEVMM_DLPACK_FLAG_IS_COPIED"]
@@ -34,8 +36,8 @@ I64_MAX = (1 << 63) - 1
 # The simulated accelerator (kDLExtDev) follows CUDA's stream rules; memory on these devices is
 # ordered by streams
 SIM = C["DEVMM_DEVICE_SIM"]
-CUDA_RULES = CUDA_DEVICES | {SIM}
-STREAMED = frozenset((CUDA, CUDA_MANAGED, ROCM, SIM))
+CUDA_RULES = CUDA_DEVICES | {SIM, SIM_MANAGED}
+STREAMED = frozenset((CUDA, CUDA_MANAGED, ROCM, SIM, SIM_MANAGED))
 STREAM_ALL = ctypes.c_void_p(C["DEVMM_STREAM_ALL"])  # a consumer on streams devmm does not know
 # NumPy's array-interface type strings (little-endian); dtypes without one (bfloat16, the
 # float8 and float4 types) go through DLPack only
@@ -72,9 +74,14 @@ def check_stream(device_type: int, stream: Optional[int]) -> None:
         return
     if not isinstance(stream, int):
         raise TypeError(f"__dlpack__: stream must be an int or None, got {type(stream).__name__}")
+    if (stream < -1 or stream >= 1 << 64) and (device_type in CUDA_RULES or device_type == ROCM):
+        valid = "-1, 1, 2 or a handle in 3..2**64-1" if device_type in CUDA_RULES else \
+            "-1, 0 or a handle in 1..2**64-1"  # test_dlpack_refuses_a_stream_that_is_no_handle
+        raise StreamError(f"__dlpack__: stream {stream} is not a stream handle: expected None, "
+                          f"{valid}")
     if device_type in CUDA_RULES:
         if stream == 0:
-            rt = "sim (CUDA's rules)" if device_type == SIM else "CUDA"
+            rt = "sim (CUDA's rules)" if device_type in (SIM, SIM_MANAGED) else "CUDA"
             raise StreamError(f"__dlpack__: stream 0 is ambiguous for {rt}; use 1 (legacy "
                               f"default), 2 (per-thread default), -1 (no sync) or a stream handle")
     elif device_type == ROCM:
@@ -109,5 +116,9 @@ def stream_wait(t: "Tensor", stream: Optional[int]) -> None:
         consumer = None  # the legacy default stream is the NULL handle; ROCm's default is 0
     else:
         consumer = stream or None  # CUDA's 2 is cudaStreamPerThread itself; ROCm's 0 is NULL
-    _lib.check(_lib.buffer_stream_wait(buf, consumer))
+    rc = _lib.buffer_stream_wait(buf, consumer)
+    if rc and stream is not None and stream > 2:  # the runtime's message names its own call
+        raise StreamError(f"__dlpack__: stream {stream} ({stream:#x}): "
+                          f"{_lib.last_error().decode(errors='replace')}")
+    _lib.check(rc)
 

@@ -100,6 +100,14 @@ class SameHandle:
 scoped: contextvars.ContextVar[dict] = contextvars.ContextVar("devmm_scoped", default={})
 
 
+set_objects: dict = {}
+"""{device key: the MemoryResource last set from Python}: what get_current_device_resource
+gives back (the same object, of its own class: RMM's) while C's current resource is still it."""
+configured: dict = {}
+"""{device key: the resource C had before the first set from Python since devmm.init (None:
+none yet)}: what reset_current_device_resource restores. devmm.init clears both."""
+
+
 def device_key(d: object) -> tuple[int, int]:
     """(device_type, device_id) of a C Device (``_lib.Device``)."""
     return (d.device_type, d.device_id)  # type: ignore[attr-defined]
@@ -108,16 +116,69 @@ def device_key(d: object) -> tuple[int, int]:
 # ----------------------------------------------------------------------------- the process side
 
 
-def _unplugged(obj: object) -> Any:
-    raise RuntimeError("devmm.ipc is not imported: import devmm (its __init__ imports it)")
+ipc_loader: Callable[[], Any] = _nothing_to_load
+"""Imports devmm.ipc (set by ``__init__``): it is imported on first use, not with the package,
+for start-up time (bench_python.py startup)."""
 
 
-buffer_handle: Callable[[Any], bytes] = _unplugged
+def _ipc() -> None:
+    ipc_loader()
+    if buffer_handle is _unplugged_buffer:
+        raise RuntimeError("devmm.ipc is not imported: import devmm (its __init__ loads it)")
+
+
+def _unplugged_buffer(obj: object) -> bytes:
+    _ipc()
+    return buffer_handle(obj)
+
+
+def _unplugged_tensor(obj: object) -> bytes:
+    _ipc()
+    return tensor_handle(obj)
+
+
+def _unplugged_reduce(obj: object) -> tuple:
+    _ipc()
+    return reduce(obj)
+
+
+buffer_handle: Callable[[Any], bytes] = _unplugged_buffer
 """devmm.ipc.buffer_handle: the handle of a buffer's memory."""
-tensor_handle: Callable[[Any], bytes] = _unplugged
+tensor_handle: Callable[[Any], bytes] = _unplugged_tensor
 """devmm.ipc.tensor_handle: the handle of a tensor (its buffer's and its layout)."""
-reduce: Callable[[Any], tuple] = _unplugged
+reduce: Callable[[Any], tuple] = _unplugged_reduce
 """devmm.ipc's pickling by value (plain pickle, copy.deepcopy)."""
+
+
+class _ReductionHook:
+    """A meta path finder that loads devmm.ipc, which registers its reducer with
+    ForkingPickler, once multiprocessing.reduction is imported: ``import devmm`` imports
+    neither multiprocessing nor devmm.ipc."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        if name != "multiprocessing.reduction":
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        real = spec.loader.exec_module
+
+        def exec_module(module: object) -> None:
+            real(module)
+            ipc_loader().register_with(module)
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def install_reduction_hook() -> None:
+    """Called once by ``__init__``: devmm.ipc now if multiprocessing.reduction is imported
+    already, else when it is."""
+    import sys
+    if "multiprocessing.reduction" in sys.modules:
+        ipc_loader()
+    elif not any(isinstance(f, _ReductionHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ReductionHook())
 
 
 def plug(buffer: Callable[[Any], bytes], tensor: Callable[[Any], bytes],

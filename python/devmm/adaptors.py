@@ -16,11 +16,11 @@ TYPE_CHECKING = False  # typing is imported only by type checkers: it costs star
 if TYPE_CHECKING:
     from typing import Callable, Optional, Union
 
-    from .statistics import Statistics
+    from ._statistics import Statistics
 
 from . import _lib
 from ._shared import register
-from .errors import DevmmError
+from .errors import DevmmError, StatisticsScopeError, hold
 from .mrs._kind import create_resource
 from .resource import MemoryResource, format_device, parse_device
 
@@ -43,7 +43,10 @@ def _size(value: Union[int, str], total: int = 0, name: str = "size") -> int:
     if not isinstance(value, str):
         return _lib.cint(value, ctypes.c_size_t, name)
     out = ctypes.c_size_t()
-    _lib.check(_lib.parse_size(str(value).encode(), total, ctypes.byref(out)))
+    rc = _lib.parse_size(str(value).encode(), total, ctypes.byref(out))
+    if rc:  # the C message names no argument: say which one it is
+        said = _lib.last_error().decode(errors="replace")
+        _lib.check(_lib.set_error(rc, b"%s", f"{name}: {said}".encode()))
     return out.value
 
 
@@ -68,6 +71,9 @@ class StatisticsAdaptor(MemoryResource):
 
     def __init__(self, upstream: MemoryResource, sharded: bool = False) -> None:
         up = _upstream(upstream)
+        if sharded is not True and sharded is not False:  # as __dlpack__(copy=) has it
+            raise TypeError(f"StatisticsAdaptor: sharded must be True or False, got "
+                            f"{type(sharded).__name__} {sharded!r}")
         flags = _C["DEVMM_STATISTICS_SHARDED"] if sharded else 0
         super().__init__(_new(_lib.statistics_adaptor_create_ex, up._h, flags), up)
 
@@ -110,14 +116,22 @@ class StatisticsAdaptor(MemoryResource):
     peak_count = property(lambda self: self._get("peak_count"), doc="Most live at once.")
     total_count = property(lambda self: self._get("total_count"), doc="Allocations ever made.")
 
-    def push(self) -> None:
-        """Starts a nested scope whose counters start at zero."""
+    def push(self) -> Statistics:
+        """Starts a nested scope whose counters start at zero; returns the figures of the scope
+        it nests in, as they were before the push (RMM's ``push_counters``)."""
+        before = self.statistics
         _lib.check(_lib.statistics_push(self._h))
+        return before
 
     def pop(self) -> Statistics:
-        """Ends the innermost scope; returns its counters (merged into the outer scope)."""
+        """Ends the innermost scope; returns its counters (merged into the outer scope).
+        Popping the last scope raises :class:`~devmm.errors.StatisticsScopeError`, a
+        :class:`DevmmStateError` and an ``IndexError`` (RMM's)."""
         s = _lib.Statistics()
-        _lib.check(_lib.statistics_pop(self._h, ctypes.byref(s)))
+        rc = _lib.statistics_pop(self._h, ctypes.byref(s))
+        if rc == _C["DEVMM_ESTATE"]:
+            raise StatisticsScopeError(_lib.last_error().decode(errors="replace"))
+        _lib.check(rc)
         return _frozen(s)
 
     def reset_peak(self) -> None:
@@ -126,7 +140,7 @@ class StatisticsAdaptor(MemoryResource):
 
 
 def _frozen(s: _lib.Statistics) -> Statistics:
-    from .statistics import Statistics  # imported on first use: dataclasses costs start-up time
+    from ._statistics import Statistics  # imported on first use: dataclasses costs start-up time
     return Statistics(**{name: getattr(s, name) for name, _ in _lib.Statistics._fields_})
 
 
@@ -154,7 +168,12 @@ class LimitingAdaptor(MemoryResource):
         total = 0
         if isinstance(limit, str) and limit.strip().endswith("%"):
             total = up.mem_info()[1]
-        super().__init__(_new(_lib.limiting_adaptor_create, up._h, _size(limit, total)), up)
+        nbytes = _size(limit, total, "limit")
+        if nbytes == 0:  # as devmm.ini's limit = 0 (tests/config/limit-zero.ini)
+            raise ValueError(f"LimitingAdaptor: limit = {limit!r} would refuse every allocation: "
+                             "expected a size or a percentage above 0 (to limit nothing, leave "
+                             "the LimitingAdaptor out)")
+        super().__init__(_new(_lib.limiting_adaptor_create, up._h, nbytes), up)
 
     def _get(self) -> tuple[int, int]:
         a, lim = ctypes.c_size_t(), ctypes.c_size_t()
@@ -169,7 +188,9 @@ class TrackingAdaptor(MemoryResource):
     """Records every live allocation: find the allocation containing any address, list the
     outstanding ones (with C backtraces when ``backtraces=True``, with the allocating Python
     stack, at most ``python_stack`` frames, when it is > 0). ``history=N`` keeps the last N
-    allocate/free events for :func:`devmm.snapshot` timelines.
+    allocate/free events for :func:`devmm.snapshot` timelines. From Python, a C backtrace is
+    mostly the interpreter's own frames (``python(+0x14de98)``), so ``backtraces=True``
+    records the Python stack too (16 frames) unless ``python_stack`` says otherwise.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -183,8 +204,10 @@ class TrackingAdaptor(MemoryResource):
     __slots__ = ()
 
     def __init__(self, upstream: MemoryResource, backtraces: bool = False,
-                 python_stack: int = 0, history: int = 0) -> None:
+                 python_stack: Optional[int] = None, history: int = 0) -> None:
         up = _upstream(upstream)
+        if python_stack is None:  # test_backtraces_from_python_record_the_python_stack_too
+            python_stack = 16 if backtraces else 0
         if python_stack or history:  # the options (devmm._pystack); none of their cost otherwise
             from ._pystack import create
             h = create(up._h, backtraces, python_stack, history)
@@ -225,10 +248,27 @@ class TrackingAdaptor(MemoryResource):
         finally:
             _lib.string_free(out.value)
 
+    # RMM's names (docs/from-rmm.md)
+    get_outstanding_allocations_str = report
+
+    def get_allocated_bytes(self) -> int:
+        """Bytes live through it (RMM's name; ``outstanding[1]``)."""
+        return self.outstanding[1]
+
+    def log_outstanding_allocations(self) -> None:
+        """Writes :meth:`report` to devmm's diagnostics (stderr) at the debug level, as RMM
+        logs them at its debug level: nothing unless ``devmm.set_logging_level("debug")`` or
+        ``DEVMM_LOG_LEVEL=debug``."""
+        if _lib.log_level() == b"debug":
+            for line in self.report().splitlines():
+                sys.stderr.write(f"devmm: debug: {line}\n")
+
 
 class LoggingAdaptor(MemoryResource):
     """Logs every allocate/free as CSV (``Thread,Time,Action,Pointer,Size,Stream``, RMM's
-    columns) to ``path`` (created or truncated), or stderr when path is None."""
+    columns) to ``path`` (created 0600, or truncated if it is this user's; a symbolic link or
+    another user's file is refused; adaptors naming one file share it), or stderr when path is
+    None."""
 
     __slots__ = ()
 
@@ -269,7 +309,10 @@ _PINNED: list = []
 
 class FailureCallbackAdaptor(MemoryResource):
     """On out-of-memory from upstream, calls ``callback(nbytes, attempt)``; a true result
-    retries the allocation (e.g. after ``gc.collect()``), false gives up.
+    retries the allocation (e.g. after ``gc.collect()``), false gives up. ``any_error=True``
+    calls it on any failed allocation, not only out-of-memory (RMM's
+    ``failure_callback_resource_adaptor<bad_alloc>``). An exception the callback raises is
+    not retried: it reaches the caller of the allocation as it is (RMM's behaviour).
 
     >>> import gc
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -287,7 +330,8 @@ class FailureCallbackAdaptor(MemoryResource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: MemoryResource, callback: Callable[[int, int], bool]) -> None:
+    def __init__(self, upstream: MemoryResource, callback: Callable[[int, int], bool],
+                 any_error: bool = False) -> None:
         up = _upstream(upstream)
         if not callable(callback):
             raise TypeError("callback must be callable(nbytes, attempt) -> bool")
@@ -295,18 +339,18 @@ class FailureCallbackAdaptor(MemoryResource):
         def trampoline(nbytes: int, attempt: int, _user: int) -> int:
             try:
                 return 1 if callback(nbytes, attempt) else 0
-            except BaseException:  # never let an exception cross C: report it, give up
-                sys.stderr.write("devmm: the failure callback raised; not retrying:\n")
-                import traceback
-                traceback.print_exc()
-                return 0
+            except BaseException as e:  # never across C: held, then raised by the caller
+                said = f"the failure callback raised {type(e).__name__} (not retried)"
+                hold(e, said, True)
+                return _lib.set_error(_ECALLBACK, b"%s", said.encode())
 
         fn = _FAILURE_FN(trampoline)
         # The C adaptor can outlive this object (a buffer or the registry may hold it), and it
         # has no hook to say when it is gone: the trampoline stays alive with the module.
         _PINNED.append(fn)
-        super().__init__(_new(_lib.failure_callback_adaptor_create, up._h,
-                              ctypes.cast(fn, ctypes.c_void_p), None), up, keep=fn)
+        flags = _C["DEVMM_FAILURE_CALLBACK_ANY_ERROR"] if any_error else 0
+        super().__init__(_new(_lib.failure_callback_adaptor_create_ex, up._h,
+                              ctypes.cast(fn, ctypes.c_void_p), None, flags), up, keep=fn)
 
 
 class ThreadSafeAdaptor(MemoryResource):
@@ -319,6 +363,24 @@ class ThreadSafeAdaptor(MemoryResource):
         super().__init__(_new(_lib.thread_safe_adaptor_create, up._h), up)
 
 
+class PrefetchAdaptor(MemoryResource):
+    """Prefetches each allocation to the device on its stream (RMM's
+    ``PrefetchResourceAdaptor``), over any stack whose resource has memory that moves:
+    ``<gpu>.managed``, ``<gpu>.system``, ``<gpu>.async`` with ``pool="managed"``, adaptors
+    between them included; refused (:class:`devmm.DevmmError`, ENOTSUP) over others."""
+
+    __slots__ = ()
+
+    def __init__(self, upstream: MemoryResource) -> None:
+        up = _upstream(upstream)
+        super().__init__(_new(_lib.prefetch_adaptor_create, up._h), up)
+
+    def prefetch(self, ptr: int, nbytes: int, stream: Optional[int] = None) -> None:
+        """Prefetches [ptr, ptr + nbytes) of this resource's memory to its device again (after
+        the host touched it), ordered on stream."""
+        _lib.check(_lib.prefetch(self._h, ptr, nbytes, stream))
+
+
 # ----------------------------------------------------------------------------- Python-defined
 
 _ENOMEM, _ECALLBACK = _C["DEVMM_ENOMEM"], _C["DEVMM_ECALLBACK"]
@@ -328,6 +390,7 @@ _UNDO_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # gives back what _lib.py_ca
 def _report(where: str, e: BaseException) -> int:
     code = _ENOMEM if isinstance(e, MemoryError) else _ECALLBACK
     msg = f"{where} raised {type(e).__name__}: {e}"
+    hold(e, msg, False)  # the devmm error's __cause__ (docs/from-rmm.md)
     return _lib.set_error(code, b"%s", msg.encode(errors="replace"))
 
 
@@ -361,11 +424,16 @@ class CallbackMemoryResource(MemoryResource):
     ``host_accessible`` (default: from the device) says the CPU may touch the memory: the CPU
     then copies and fills it.
 
+    The pointer must have the alignment asked for (a multiple of ``alignment``; tensors ask for
+    64 bytes on the CPU): one that has not is given back to ``deallocate`` and refused
+    (:class:`CallbackError`).
+
     >>> import ctypes
     >>> keep = {}
     >>> def alloc(n, align, stream):
-    ...     buf = ctypes.create_string_buffer(n); keep[ctypes.addressof(buf)] = buf
-    ...     return ctypes.addressof(buf)
+    ...     buf = ctypes.create_string_buffer(n + align); base = ctypes.addressof(buf)
+    ...     p = -(-base // max(align, 1)) * max(align, 1); keep[p] = buf
+    ...     return p
     >>> r = CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p))
     >>> import devmm
     >>> t = devmm.empty((3,), "int8", resource=r); len(keep)
@@ -381,6 +449,11 @@ class CallbackMemoryResource(MemoryResource):
                  device: str = "cpu", name: str = "python",
                  runtime: Optional[MemoryResource] = None,
                  host_accessible: Optional[bool] = None) -> None:
+        for what, fn, args in (("allocate", allocate, "nbytes, alignment, stream) -> int"),
+                               ("deallocate", deallocate, "ptr, nbytes, alignment, stream)")):
+            if not callable(fn):
+                raise TypeError(f"CallbackMemoryResource: {what} must be callable({args}, got "
+                                f"{type(fn).__name__} {fn!r}")
         # Called by libdevmm's trampolines (_lib.py_callbacks), which take the GIL and keep any
         # exception pending on the thread out of these calls: allocate answers the address or
         # 0, free 0 or 1; on failure devmm's error says why.
@@ -428,6 +501,7 @@ class CallbackMemoryResource(MemoryResource):
 # devmm.ini comes back as its top adaptor's class (devmm._shared.typed).
 _CLASSES = {"statistics": StatisticsAdaptor, "limiting": LimitingAdaptor,
             "tracking": TrackingAdaptor, "logging": LoggingAdaptor, "aligned": AlignedAdaptor,
-            "failure_callback": FailureCallbackAdaptor, "thread_safe": ThreadSafeAdaptor}
+            "failure_callback": FailureCallbackAdaptor, "thread_safe": ThreadSafeAdaptor,
+            "prefetch": PrefetchAdaptor}
 for _kind, _cls in _CLASSES.items():
     register(_kind, _cls)

@@ -59,9 +59,7 @@ def _distributed():
     return require("distributed", "distributed", "devmm.dask")
 
 
-def _is_text(config: str) -> bool:
-    """Whether config is the text of a devmm.ini (a section or a newline) rather than a path."""
-    return "\n" in config or config.lstrip().startswith("[")
+_is_text = config.is_text  # one rule for init and the plugin
 
 
 def _plugin_base():

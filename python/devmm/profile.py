@@ -37,9 +37,8 @@ tasks started inside a block count toward it (they inherit its context; threads 
 
 from __future__ import annotations
 
-import functools
+import _thread  # not threading: its import costs start-up time, and a lock is all this needs
 import sys
-import threading
 from contextvars import ContextVar
 
 TYPE_CHECKING = False
@@ -74,7 +73,7 @@ class Record:
 
 
 _RECORDS: dict = {}
-_RECORDS_LOCK = threading.Lock()
+_RECORDS_LOCK = _thread.allocate_lock()
 
 
 def _record(name: str, s) -> None:
@@ -175,7 +174,7 @@ def _owner() -> tuple:
             task = aio.current_task()
         except RuntimeError:  # no running loop in this thread
             pass
-    return (threading.get_ident(), id(task) if task is not None else 0)
+    return (_thread.get_ident(), id(task) if task is not None else 0)
 
 
 def _enter(resource, device) -> tuple:
@@ -259,6 +258,7 @@ class Profile:
     def __call__(self, func: Callable) -> Callable:
         name = self.name or getattr(func, "__qualname__", None) or repr(func)
         resource, device = self.resource, self.device
+        import functools  # on first use: it imports collections, which costs start-up time
         import inspect
         if inspect.iscoroutinefunction(func):
             @functools.wraps(func)

@@ -20,8 +20,14 @@ if TYPE_CHECKING:
 
 from . import _lib
 from ._lib import format_device
-from ._shared import SameHandle, device_key, register, scoped, stream_arg, typed
+from ._shared import (SameHandle, configured, device_key, register, scoped, set_objects,
+                      stream_arg, typed)
+from .errors import DevmmValueError
 
+# What each C resource's allocate() gave out through Python: {resource address: {ptr: (nbytes,
+# alignment)}}, so a raw deallocate of anything else is refused, not a crash
+# (test_raw_deallocate_refuses_what_allocate_did_not_give).
+_given: dict[int, dict[int, tuple[int, int]]] = {}
 _DEVICE_CACHE: dict[object, _lib.Device] = {}
 CPU = _lib.Device(_lib.CONSTANTS["DEVMM_DEVICE_CPU"], 0)
 
@@ -123,15 +129,33 @@ class MemoryResource(SameHandle):
         alignment = _lib.cint(alignment, _size_t, "alignment")
         out = ctypes.c_void_p()
         _lib.check(_lib.allocate(self._h, nbytes, alignment, stream_arg(stream), ctypes.byref(out)))
+        if out.value:
+            _given.setdefault(self._h, {})[out.value] = (nbytes, alignment)
         return out.value or 0
 
     def deallocate(self, ptr: int, nbytes: int, alignment: int = 0,
                    stream: Optional[int] = None) -> None:
-        """Frees memory from :meth:`allocate` (same nbytes and alignment)."""
+        """Frees memory from :meth:`allocate` (same nbytes and alignment). A pointer this
+        resource's :meth:`allocate` did not give out (a double or foreign free), or other
+        nbytes or alignment than it was given for, raises :class:`DevmmValueError` instead of
+        reaching the allocator, which would crash the interpreter (docs/api.md)."""
         ptr = _lib.cint(ptr, _size_t, "ptr")
         nbytes = _lib.cint(nbytes, _size_t, "nbytes")
         alignment = _lib.cint(alignment, _size_t, "alignment")
+        if ptr:
+            given = _given.get(self._h, {})
+            was = given.get(ptr)
+            if was is None:
+                raise DevmmValueError(f"deallocate(0x{ptr:x}, nbytes={nbytes}) on {self.name}: "
+                                      "the pointer was not given out by allocate() (or was "
+                                      "freed already)")
+            if was != (nbytes, alignment):
+                raise DevmmValueError(f"deallocate(0x{ptr:x}) on {self.name}: nbytes={nbytes}, "
+                                      f"alignment={alignment}, but allocate() gave it for "
+                                      f"nbytes={was[0]}, alignment={was[1]}")
         _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream_arg(stream)))
+        if ptr:
+            given.pop(ptr, None)
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the device as this resource sees it.
@@ -157,7 +181,8 @@ register(None, MemoryResource)  # a resource C reports as no adaptor (devmm._sha
 def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
     """The resource :func:`devmm.empty` uses for device (default: cpu): the innermost
     :func:`using_memory_resource` for it, else the process-wide one from devmm.ini, as the
-    class of its top adaptor (a ``statistics`` stack is a :class:`StatisticsAdaptor`).
+    class of its top adaptor (a ``statistics`` stack is a :class:`StatisticsAdaptor`), or the
+    very object :func:`set_current_device_resource` was given, as RMM gives it back.
 
     >>> import devmm
     >>> devmm.get_current_device_resource().device
@@ -169,6 +194,10 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
         return over
     out = ctypes.c_void_p()
     _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
+    mine = set_objects.get(device_key(d))
+    if mine is not None and mine._h == out.value:
+        _lib.py_own_resource(out.value)  # the reference C gave: released as it goes
+        return mine
     return typed(out.value)
 
 
@@ -187,7 +216,16 @@ def set_current_device_resource(resource: MemoryResource,
     d = parse_device(device) if device is not None else _lib.resource_device(resource._h)
     prev = ctypes.c_void_p()
     _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
-    return typed(prev.value) if prev.value else None
+    key = device_key(d)
+    was = set_objects.get(key)
+    set_objects[key] = resource
+    if was is not None and was._h == prev.value:
+        _lib.py_own_resource(prev.value)  # the reference C gave: released as it goes
+        out = was
+    else:
+        out = typed(prev.value) if prev.value else None
+    configured.setdefault(key, out)
+    return out
 
 
 class using_memory_resource:

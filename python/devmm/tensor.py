@@ -126,7 +126,8 @@ class Tensor:
         return _lib.tensor_data(self._h) or 0
 
     def __repr__(self) -> str:
-        return f"<devmm.Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+        freed = " (freed)" if self.buffer.freed else ""
+        return f"<devmm.Tensor shape={self.shape} dtype={self.dtype} device={self.device}{freed}>"
 
     # ------------------------------------------------------------------ processes
     def ipc_handle(self) -> bytes:
@@ -164,7 +165,17 @@ class Tensor:
         Pinned host memory asked for as ``(kDLCPU, 0)`` goes out as it is, labelled CPU. On a
         device with streams the consumer's ``stream`` (None: the default stream) waits for this
         tensor's; -1 asks for no wait."""
-        versioned = max_version is not None and max_version[0] >= 1
+        if max_version is None:
+            versioned = False
+        else:
+            try:
+                major, minor = max_version  # type: ignore[misc]
+                if not (isinstance(major, int) and isinstance(minor, int)):
+                    raise TypeError
+                versioned = major >= 1
+            except (TypeError, ValueError):
+                raise TypeError(f"__dlpack__: max_version must be None or a (major, minor) pair "
+                                f"of ints, got {max_version!r}") from None
         dev = self._dev
         if (stream is None and (copy is None or copy is False) and dev[0] not in STREAMED and
                 (dl_device is None or dl_device == dev)):  # the common case: host memory
@@ -228,8 +239,8 @@ class Tensor:
         """Why NumPy's array interface cannot describe this tensor, or None."""
         if self._dev[0] not in HOST_DEVICES:
             return (f"{self.device} memory is not host memory (the array interface covers cpu, "
-                    f"cuda_host and rocm_host): copy it with t.copy('cpu'), or export it with "
-                    f"DLPack to a consumer on its device")
+                    f"cuda_host, rocm_host and sim_host): copy it with t.copy('cpu'), or export "
+                    f"it with DLPack to a consumer on its device")
         if self._dt.name not in TYPESTR:
             return (f"dtype {self._dt.name} has no NumPy array-interface type: export it with "
                     f"DLPack to a consumer that knows it (torch.from_dlpack, jax.dlpack)")
@@ -440,14 +451,16 @@ _new = Tensor.__new__
 _DTYPES = _dtype_cache
 
 
-def zeros(shape: Union[int, Sequence[int]], dtype: object = "float32", **kwargs) -> Tensor:
+def zeros(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
+          layout: Optional[Layout] = None, device: Union[str, tuple, None] = None,
+          resource: Optional[MemoryResource] = None, stream: Optional[int] = None) -> Tensor:
     """Like :func:`empty`, filled with zero bytes through the resource's memset.
 
     >>> import devmm
     >>> t = devmm.zeros((3,), "float64"); t.nbytes
     24
     """
-    t = empty(shape, dtype, **kwargs)
+    t = empty(shape, dtype, layout=layout, device=device, resource=resource, stream=stream)
     _lib.check(_lib.tensor_zero(t._h))
     return t
 
@@ -456,7 +469,7 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
                      strides: Optional[Sequence[int]] = None, offset: int = 0,
                      readonly: bool = False) -> Tensor:
     """A tensor viewing an existing buffer (strides in elements, offset in bytes); every
-    element must lie inside the buffer.
+    element must lie inside the buffer, and a freed buffer is a :class:`BufferFreedError`.
 
     >>> import devmm
     >>> b = devmm.Buffer(64)
@@ -469,6 +482,11 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     if type(offset) is int and offset < 0:
         raise ValueError(f"from_buffer_view: offset must be >= 0, got {offset}")
     offset = _lib.cint(offset, _size_t, "from_buffer_view: offset")
+    # an element's natural alignment: its size, a complex's half (test_a_misaligned_view_is_refused)
+    align = dt.itemsize // 2 if dt.code == 5 else dt.itemsize  # 5: kDLComplex
+    if align > 1 and align & (align - 1) == 0 and offset % align:
+        raise ValueError(f"from_buffer_view: offset {offset} is not a multiple of {dt.name}'s "
+                         f"alignment ({align} bytes): the view would be misaligned")
     if strides is None:
         from .layout import RowMajor
         strides = RowMajor().strides(shape, dt) if n else ()
@@ -481,8 +499,9 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     out = _c_void_p()
     shp = (ctypes.c_int64 * max(n, 1))(*shape)
     st = (ctypes.c_int64 * max(n, 1))(*strides)
-    _lib.check(_lib.tensor_create(buffer._h, dt.c, n, shp, st, offset, 1 if readonly else 0,
-                                  _byref(out)))
+    if _lib.tensor_create(buffer._h, dt.c, n, shp, st, offset, 1 if readonly else 0,
+                          _byref(out)):
+        raise _lib.export_failed()  # a freed buffer: BufferFreedError
     d = _lib.buffer_device(buffer._h)
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))
 

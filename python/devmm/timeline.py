@@ -32,7 +32,9 @@ its sources and the command line.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import stat
 import sys
 import time
 
@@ -69,6 +71,7 @@ class Trace:
         self.failures: list = []   # (time, bytes, thread) of refused allocations
         self.end_time = 0          # when the trace ends ("now" for a snapshot)
         self.note = ""             # what the page should say about the data
+        self.has_history = True    # False: a snapshot of live allocations only
 
     def _event(self, t: int, code: int) -> None:
         times = self.times
@@ -128,7 +131,14 @@ class Snapshot:
     def peak_bytes(self) -> int:
         """The highest total of live bytes, over all devices' own peaks (the first device's if
         only one)."""
-        return max((d["peak"]["bytes"] for d in self.aggregate()["devices"]), default=0)
+        devices = self.aggregate()["devices"]
+        peak = max((d["peak"]["bytes"] for d in devices), default=0)
+        if any(not t.has_history for t in self.traces):
+            import warnings  # on first use: start-up time
+            warnings.warn(f"devmm.snapshot: no history recorded: {peak} bytes is the live total "
+                          "now, not the peak (create the tracking adaptor with history=N)",
+                          RuntimeWarning, stacklevel=2)
+        return peak
 
     def largest_at_peak(self, device: int = 0) -> list:
         """The allocations live at device's peak, largest first, as dicts (bytes, ptr, thread,
@@ -161,8 +171,120 @@ class Snapshot:
 
 
 def _write(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """Writes a page by log_file's rules (ADR 42): no link at the end of the path, none on the
+    way unless root's or this user's and to a directory of theirs, no '..' after a link; only a
+    regular file of this user's with one name, or a new one (0644: a page is for reading)."""
+    fd = _open_page(path)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
+
+
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LINKS_EXPECTED = "expected a path whose links are root's or this user's, to directories of theirs"
+
+
+def _refused(path: str, why: str, expected: str) -> OSError:
+    return OSError(f"refusing to write '{path}': {why}: {expected}")
+
+
+def _open_page(path: str) -> int:
+    """path opened for writing, checked on its descriptor and truncated after the checks."""
+    head, sep, name = path.rpartition("/")
+    dirfd = _resolve_dir(path, None, head + sep if head or sep else "", "", [0])
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name or ".", flags, 0o644, dir_fd=dirfd)
+    except OSError as e:
+        try:
+            mode = os.stat(name or ".", dir_fd=dirfd, follow_symlinks=False).st_mode
+        except OSError:
+            raise e from None
+        # ELOOP, or EACCES in a sticky directory of another user's link (the kernel's check)
+        if e.errno in (errno.ELOOP, errno.EACCES) and stat.S_ISLNK(mode):
+            raise _refused(path, "it is a symbolic link, which devmm does not follow",
+                           "name the file itself") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO without a reader, a socket
+            raise _refused(path, f"it is {_file_type(mode)}",
+                           "expected a regular file of this user's, or a new name") from None
+        raise
+    finally:
+        os.close(dirfd)
+    st, uid = os.fstat(fd), os.geteuid()
+    why = expected = ""
+    if not stat.S_ISREG(st.st_mode):
+        why, expected = (f"it is {_file_type(st.st_mode)}",
+                         "expected a regular file of this user's, or a new name")
+    elif st.st_uid != uid:
+        why, expected = (f"it is owned by uid {st.st_uid}, not by this user (uid {uid})",
+                         "expected a file of this user's, or a new name")
+    elif st.st_nlink != 1:
+        why, expected = f"it has {st.st_nlink} names (hard links)", "expected a file with one name"
+    if why:
+        os.close(fd)
+        raise _refused(path, why, expected)
+    os.set_blocking(fd, True)
+    os.ftruncate(fd, 0)
+    return fd
+
+
+def _resolve_dir(path: str, at: Optional[int], d: str, shown: str, links: list) -> int:
+    """An O_PATH descriptor of directory d, resolved from at (None: the working directory) a
+    component at a time as core/adaptors/logging.c's resolve_dir does; links[0] counts links."""
+    cur = os.open("/" if d.startswith("/") else ".", _DIR_FLAGS,
+                  dir_fd=None if d.startswith("/") else at)
+    last_link = ""
+    try:
+        parts = d.split("/")
+        for i, comp in enumerate(parts):
+            here = shown + "/".join(parts[:i + 1])
+            if comp in ("", "."):
+                continue
+            if comp == ".." and last_link:
+                raise _refused(path, f"'..' after the symbolic link '{last_link}'",
+                               "expected no '..' after a link (it climbs out of the link's "
+                               "target)")
+            try:
+                nxt = os.open(comp, _DIR_FLAGS, dir_fd=cur)
+            except OSError as e:
+                try:
+                    st = os.stat(comp, dir_fd=cur, follow_symlinks=False)
+                except OSError:
+                    raise e from None
+                if not stat.S_ISLNK(st.st_mode):
+                    raise
+                nxt = _follow(path, cur, comp, here, st.st_uid, links)
+                last_link = here
+            os.close(cur)
+            cur = nxt
+        return cur
+    except BaseException:
+        os.close(cur)
+        raise
+
+
+def _follow(path: str, at: int, comp: str, here: str, owner: int, links: list) -> int:
+    """The directory that link comp (in at, named here) leads to, if ADR 42's rule allows."""
+    uid = os.geteuid()
+    if owner not in (0, uid):
+        raise _refused(path, f"'{here}' is a symbolic link owned by uid {owner}, not by root or "
+                       f"this user (uid {uid})", _LINKS_EXPECTED)
+    links[0] += 1
+    if links[0] > 40:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    nxt = _resolve_dir(path, at, os.readlink(comp, dir_fd=at), here + " -> ", links)
+    owner = os.fstat(nxt).st_uid
+    if owner not in (0, uid):
+        os.close(nxt)
+        raise _refused(path, f"'{here}' is a symbolic link to a directory owned by uid {owner}, "
+                       f"not by root or this user (uid {uid})", _LINKS_EXPECTED)
+    return nxt
+
+
+def _file_type(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a character device"
+            if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "not a regular file")
 
 
 # ----------------------------------------------------------------------------- sources
@@ -178,6 +300,7 @@ def from_log(path: str, device: str = "log") -> Snapshot:
         n = log.nevents
         raw = ctypes.string_at(log.events, n * ctypes.sizeof(_lib.LogEvent)) if n else b""
         threads = [log.threads[i] for i in range(log.nthreads)]
+        odd = _odd_frees(log, "not drawn")
     finally:
         _lib.log_free(plog)
     cols = _columns(raw, n)
@@ -185,6 +308,7 @@ def from_log(path: str, device: str = "log") -> Snapshot:
     tt, pp, bb, peer, th, act = cols
     open_at: dict = {}   # event index of an allocation -> its allocation index
     t_first = tt[0] if n else 0
+    early = 0            # frees timestamped before their allocation (drawn at it)
     for k in range(n):
         a = act[k]
         if a == _ALLOC:
@@ -192,15 +316,59 @@ def from_log(path: str, device: str = "log") -> Snapshot:
         elif a == _FREE:
             j = peer[k]
             if j >= 0:
+                early += tt[k] < tt[j]
                 tr.end(tt[k], open_at.pop(j))
+            elif j == -2:  # its address was freed already: a double free, said in the note
+                continue
             else:  # allocated before the log began
                 tr.end(tt[k], tr.add_before(bb[k], pp[k], threads[th[k]]))
         elif a == _ALLOC_FAILED:
             tr.failures.append((tt[k], bb[k], threads[th[k]]))
+    tr.note = "; ".join(filter(None, [_log_note(len(tr.before), early)] + odd))
     # the page ends a little after the last event, so what is still live shows as live
     last = tr.times[-1] if tr.times else t_first
     tr.end_time = last + (last - t_first) // 50 + 1000
     return Snapshot([tr], [], f"memory timeline of {os.path.basename(path)}")
+
+
+def _odd_frees(log: _lib.Log, skipped: str) -> list:
+    """What the reader found odd in a log's frees: double frees and frees of another size than
+    their allocation's (test_a_double_free_in_a_log_is_said_as_one_not_as_memory_from_before);
+    devmm-replay says the same (tools/replay/main.c)."""
+    parts = []
+    if log.double_frees:
+        e = log.events[log.first_double_free]
+        parts.append(f"1 free of {e.ptr:#x} that was freed already (line {log.double_free_line}; "
+                     f"{skipped})" if log.double_frees == 1 else
+                     f"{log.double_frees} frees of memory that was freed already (the first: "
+                     f"{e.ptr:#x}, line {log.double_free_line}; {skipped})")
+    if log.resized_frees:
+        e = log.events[log.first_resized_free]
+        what = (f"line {log.resized_free_line}: {e.bytes} bytes, allocated as "
+                f"{log.events[e.peer].bytes}")
+        parts.append(f"1 free with another size than its allocation ({what})"
+                     if log.resized_frees == 1 else
+                     f"{log.resized_frees} frees with another size than their allocations (the "
+                     f"first: {what})")
+    return parts
+
+
+def _log_note(before: int, early: int) -> str:
+    """What a log's page says about events it cannot draw as they are.
+
+    >>> _log_note(1, 2)
+    '1 free of memory allocated before the log began (drawn from its start, with the size the \
+free gives); 2 frees are timestamped before their allocations (drawn at them)'
+    """
+    parts = []
+    if before:
+        parts.append(f"{before} free{'s' if before > 1 else ''} of memory allocated before the "
+                     "log began (drawn from its start, with the size the free gives)")
+    if early:
+        parts.append(f"{early} free{'s are' if early > 1 else ' is'} timestamped before "
+                     f"{'their allocations' if early > 1 else 'its allocation'} (drawn at "
+                     f"{'them' if early > 1 else 'it'})")
+    return "; ".join(parts)
 
 
 def _columns(raw: bytes, n: int) -> tuple:
@@ -307,10 +475,14 @@ def _trace_of(h: int, stacks: list, stack_ids: dict) -> Trace:
     tr.end_time = now
     if live and not any(x[0] for x in live):
         tr.note = ("no times recorded: create the tracking adaptor with history=N or "
-                   "python_stack=N for a timeline; live allocations only")
+                   "python_stack=N for a timeline; live allocations only, and the peak shown "
+                   "is the live total now")
         tr.end_time = 1
+        tr.has_history = False
     elif not events:
-        tr.note = "no history recorded (history=N): live allocations only"
+        tr.note = ("no history recorded (history=N): live allocations only, and the peak shown "
+                   "is the live total now, not the adaptor's peak")
+        tr.has_history = False
     return tr
 
 
@@ -334,13 +506,38 @@ def add_parser(sub) -> None:
     p.set_defaults(run=_run)
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet: the same path, then
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _clash(args) -> str:
+    """Why an output would overwrite a log read or the other output ("" if none; test_timeline_
+    never_writes_over_its_input_or_one_output_over_the_other)."""
+    outputs = [("-o", args.output, "the page")] + ([("--svg", args.svg, "the SVG")]
+                                                     if args.svg else [])
+    for opt, path, what in outputs:
+        if any(_same_file(path, log) for log in args.logs):
+            return f"{opt} {path} is one of the logs read: expected another file for {what}"
+    if args.svg and _same_file(args.svg, args.output):
+        return f"--svg {args.svg} is the -o file too: expected another file for the SVG"
+    return ""
+
+
 def _run(args) -> int:
-    if args.detail < 0 or args.buckets < 1:
-        print("devmm timeline: --detail must be >= 0 and --buckets >= 1", file=sys.stderr)
-        return 2
+    for name, value, least in (("--detail", args.detail, 0), ("--buckets", args.buckets, 1)):
+        if value < least:
+            print(f"devmm timeline: {name} {value}: expected {least} or more", file=sys.stderr)
+            return 2
     if len(args.device) > len(args.logs):
         print(f"devmm timeline: {len(args.device)} --device labels for {len(args.logs)} logs",
               file=sys.stderr)
+        return 2
+    clash = _clash(args)
+    if clash:
+        print(f"devmm timeline: {clash}", file=sys.stderr)
         return 2
     try:
         snaps = []
@@ -362,8 +559,13 @@ def _run(args) -> int:
         return 1
     d = snap.aggregate(**opts)["devices"]
     for dev in d:
-        print(f"{dev['device']}: {dev['events']} events, {dev['allocations']} allocations, "
+        before = dev["before"]
+        print(f"{dev['device']}: {dev['events']} events, {dev['allocations'] - before} "
+              "allocations, " + (f"{before} free{'s' if before > 1 else ''} of memory "
+                                 "allocated before the log began, " if before else "") +
               f"peak {dev['peak']['bytes']} bytes at {dev['peak']['t_us'] / 1e6:.6f} s, "
               f"{len(dev['bands'])} drawn as bands")
+        if dev["note"]:
+            print(f"  note: {dev['note']}", file=sys.stderr)
     print(f"wrote {args.output}" + (f" and {args.svg}" if args.svg else ""))
     return 0

@@ -95,6 +95,64 @@ START_TEST(config_missing_and_unreadable_files) {
 }
 END_TEST
 
+/* DEVMM_CONFIG and devmm_init(path) (devmm-info --config) read regular files only: a FIFO is
+ * refused at once (opening one waits for a writer; reading it, for its end), a directory is
+ * named as one. */
+START_TEST(config_not_a_regular_file) {
+  isolate();
+  char dir[TESTRES_PATH_MAX], fifo[TESTRES_PATH_MAX + 16], want[2 * TESTRES_PATH_MAX];
+  testres_mkdtemp(dir, sizeof dir, "cfgfifo");
+  snprintf(fifo, sizeof fifo, "%s/devmm.ini", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  setenv("DEVMM_CONFIG", fifo, 1);
+  alarm(10); /* a blocking open would hang: fail instead */
+  ck_assert_int_eq(devmm_init(NULL), DEVMM_ECONFIG);
+  alarm(0);
+  snprintf(want, sizeof want,
+           "cannot read configuration file '%s': it is a FIFO: expected a regular file", fifo);
+  ck_assert_str_eq(devmm_last_error(), want);
+  unsetenv("DEVMM_CONFIG");
+  ck_assert_int_eq(devmm_init(dir), DEVMM_ECONFIG);
+  snprintf(want, sizeof want,
+           "cannot read configuration file '%s': it is a directory: expected a regular file", dir);
+  ck_assert_str_eq(devmm_last_error(), want);
+  ck_assert_int_eq(devmm_init("/dev/null"), DEVMM_ECONFIG);
+  ck_assert_str_eq(devmm_last_error(), "cannot read configuration file '/dev/null': it is a "
+                                       "character device: expected a regular file");
+  ck_assert_int_eq(devmm_is_initialized(), 0);
+  unlink(fifo);
+  rmdir(dir);
+}
+END_TEST
+
+/* Lines may have 199 characters, as the header of conf/devmm.ini.in says, not counting the
+ * newline (nor a carriage return before it); 200 are refused. */
+START_TEST(config_line_length_limit) {
+  isolate();
+  char text[512];
+  for (int len = 199; len <= 200; len++) {
+    for (int crlf = 0; crlf <= 1; crlf++) {
+      int n = snprintf(text, sizeof text, "[devmm]\nplugins = cpu\n;");
+      memset(text + n, 'x', (size_t)len - 1);
+      snprintf(text + n + len - 1, sizeof text - (size_t)(n + len - 1), "%s[device cpu]\n",
+               crlf ? "\r\n" : "\n");
+      char *cfg = write_temp(text);
+      int rc = devmm_init(cfg);
+      if (len == 199) {
+        ck_assert_msg(rc == DEVMM_OK, "a line of 199 characters%s: %s", crlf ? " (CRLF)" : "",
+                      devmm_last_error());
+      } else {
+        ck_assert_int_eq(rc, DEVMM_ECONFIG);
+        char want[TESTRES_PATH_MAX + 64];
+        snprintf(want, sizeof want, "%s:3: line longer than 199 characters", cfg);
+        ck_assert_str_eq(devmm_last_error(), want);
+      }
+      unlink(cfg);
+    }
+  }
+}
+END_TEST
+
 START_TEST(config_lookup_order) {
   isolate();
   /* nothing anywhere: the built-in default */
@@ -454,6 +512,25 @@ START_TEST(parse_sizes) {
   ck_assert_int_eq(devmm_parse_size("99999999999 TiB", 0, &v), DEVMM_EOVERFLOW);
   ck_assert_int_eq(devmm_parse_size("", 0, &v), DEVMM_EINVAL);
   ck_assert_int_eq(devmm_parse_size(NULL, 0, &v), DEVMM_EINVAL);
+  /* decimal only: no hexadecimal (strtod's 0x10, 0x1p4) and no exponent (1e3) */
+  const char *not_decimal[] = {"0x10", "0X10 KiB",  "0x1p4", "1e3",
+                               "1E3",  "2.5e2 MiB", "1e+3",  "1.e3"};
+  for (size_t i = 0; i < sizeof not_decimal / sizeof not_decimal[0]; i++) {
+    ck_assert_msg(devmm_parse_size(not_decimal[i], 0, &v) == DEVMM_EINVAL,
+                  "'%s' was accepted as %zu bytes", not_decimal[i], v);
+    char want[256];
+    snprintf(want, sizeof want,
+             "bad size '%s': not a decimal number (hexadecimal and exponent forms are not "
+             "sizes): expected digits with an optional fraction and unit",
+             not_decimal[i]);
+    ck_assert_error_contains(want);
+  }
+  ck_assert_int_eq(devmm_parse_size("1.", 0, &v), DEVMM_OK);
+  ck_assert_uint_eq(v, 1);
+  ck_assert_int_eq(devmm_parse_size(".5 KiB", 0, &v), DEVMM_OK);
+  ck_assert_uint_eq(v, 512);
+  ck_assert_int_eq(devmm_parse_size("8k", 0, &v), DEVMM_OK); /* RMM refuses it; devmm keeps it */
+  ck_assert_uint_eq(v, 8192);
 }
 END_TEST
 
@@ -500,6 +577,8 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_golden_errors);
   tcase_add_test(tc, config_failed_reinit_keeps_previous_state);
   tcase_add_test(tc, config_missing_and_unreadable_files);
+  tcase_add_test(tc, config_not_a_regular_file);
+  tcase_add_test(tc, config_line_length_limit);
   tcase_add_test(tc, config_lookup_order);
   tcase_add_test(tc, config_stack_and_limit_percent);
   tcase_add_test(tc, config_logs_what_went_wrong);

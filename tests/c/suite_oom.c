@@ -142,6 +142,11 @@ START_TEST(oom_largest_ties_by_address) {
   ck_assert_uint_eq(rep.live_count, N + 1);
   ck_assert_uint_eq(rep.nlargest, DEVMM_OOM_LARGEST);
   ck_assert_ptr_eq(rep.largest[0].ptr, big);
+  /* no stacks recorded: the report says how to record them, once */
+  ck_assert_error_contains("(no stack recorded)");
+  ck_assert_error_contains("\n  (no stacks recorded: backtraces = true in devmm.ini, or "
+                           "TrackingAdaptor(python_stack=N) in Python, records where each was "
+                           "made)");
   qsort(p, N, sizeof p[0], cmp_ptr);
   for (int k = 1; k < DEVMM_OOM_LARGEST; k++) {
     ck_assert_uint_eq(rep.largest[k].bytes, 1000);

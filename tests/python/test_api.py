@@ -3,6 +3,7 @@
 import asyncio
 import ctypes
 import gc
+import json
 import os
 import subprocess
 import sys
@@ -270,14 +271,18 @@ def test_failure_callback_retries_after_gc():
 
 def test_failure_callback_exception_gives_up(capsys):
     lim = devmm.LimitingAdaptor(MallocMemoryResource(), 10)
+    calls = []
 
     def boom(nbytes, attempt):
+        calls.append(attempt)
         raise RuntimeError("callback exploded")
 
     r = devmm.FailureCallbackAdaptor(lim, boom)
-    with pytest.raises(devmm.OutOfMemoryError, match="gave up after 1 attempt"):
+    # not retried, and the callback's own exception reaches the caller, as RMM's does
+    # (docs/from-rmm.md; tests/python/test_from_rmm.py)
+    with pytest.raises(RuntimeError, match="callback exploded"):
         r.allocate(100)
-    assert "callback exploded" in capsys.readouterr().err
+    assert calls == [0] and capsys.readouterr().err == ""
 
 
 class _Overlaps:
@@ -297,10 +302,11 @@ class _Overlaps:
 
     def allocate(self, n, alignment, stream):
         self._enter()
-        b = ctypes.create_string_buffer(n)
-        self.keep[ctypes.addressof(b)] = b
+        b = ctypes.create_string_buffer(n + alignment)  # aligned as asked (callback.c)
+        p = -(-ctypes.addressof(b) // max(alignment, 1)) * max(alignment, 1)
+        self.keep[p] = b
         self.inside -= 1
-        return ctypes.addressof(b)
+        return p
 
     def deallocate(self, p, n, alignment, stream):
         self._enter()
@@ -515,9 +521,12 @@ def test_python_m_devmm_info():
     out = subprocess.run([sys.executable, "-m", "devmm", "info"], capture_output=True, text=True,
                          check=True).stdout
     assert "config: built-in default" in out and "stack: cpu.malloc" in out
+    # what the build carries, which pip's quiet build does not show (tests/test-devmm-info.sh)
+    assert "\nbuild (what meson setup built or left out, and why):\n  plugin cpu      built\n" in out
     js = subprocess.run([sys.executable, "-m", "devmm", "info", "--json"], capture_output=True,
                         text=True, check=True).stdout
     assert '"plugins"' in js
+    assert {"kind": "plugin", "name": "cpu", "built": True, "reason": ""} in json.loads(js)["build"]
     bad = subprocess.run([sys.executable, "-m", "devmm", "info", "--config", "/nonexistent.ini"],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "cannot read configuration file" in bad.stderr
@@ -534,9 +543,10 @@ def test_callback_free_exception_is_reported_not_swallowed(capfd):
     keep = {}
 
     def alloc(n, a, s):
-        b = C.create_string_buffer(n)
-        keep[C.addressof(b)] = b
-        return C.addressof(b)
+        b = C.create_string_buffer(n + a)  # aligned as asked (callback.c)
+        p = -(-C.addressof(b) // max(a, 1)) * max(a, 1)
+        keep[p] = b
+        return p
 
     def broken_free(p, n, a, s):
         raise RuntimeError("the pool is gone")
@@ -564,9 +574,10 @@ def _host_buffers():
     keep = {}
 
     def alloc(n, alignment, stream):
-        b = ctypes.create_string_buffer(n)
-        keep[ctypes.addressof(b)] = (b, alignment, stream)
-        return ctypes.addressof(b)
+        b = ctypes.create_string_buffer(n + alignment)  # aligned as asked (callback.c)
+        p = -(-ctypes.addressof(b) // max(alignment, 1)) * max(alignment, 1)
+        keep[p] = (b, alignment, stream)
+        return p
 
     return keep, alloc, lambda p, n, a, s: keep.pop(p)
 
@@ -678,6 +689,48 @@ def test_library_that_cannot_be_loaded_says_what_was_tried(tmp_path):
     assert f"tried {missing}: {missing}: cannot open shared object file" in r.stderr
 
 
+_WHICH_LIBRARY = ("import sys; sys.path.insert(0, {path!r}); import devmm._lib as l; "
+                  "print(l.LIBRARY_PATH)")
+
+
+@pytest.mark.parametrize("flag", ["-I", "-E"])
+def test_library_variable_ignored_where_python_ignores_the_environment(tmp_path, flag):
+    # python -I and -E ignore PYTHONPATH and the rest; DEVMM_LIBRARY is ignored with them, and
+    # the library is looked for where it would be without it (here: the loader's own search)
+    import devmm
+    lib = os.environ["DEVMM_LIBRARY"]
+    copy = tmp_path / "libdevmm.so.0"
+    copy.write_bytes(open(lib, "rb").read())
+    code = _WHICH_LIBRARY.format(path=os.path.dirname(os.path.dirname(devmm.__file__)))
+    env = {**os.environ, "DEVMM_LIBRARY": str(copy), "LD_LIBRARY_PATH": os.path.dirname(lib)}
+    r = subprocess.run([sys.executable, "-c", code],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(copy)
+    r = subprocess.run([sys.executable, flag, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "libdevmm.so.0"
+
+
+def test_library_variable_ignored_in_a_set_id_process(monkeypatch):
+    # as secure_getenv does for the C side's variables: a set-uid, set-gid or otherwise
+    # secure-execution process (AT_SECURE) ignores DEVMM_LIBRARY
+    from devmm import _lib
+    monkeypatch.setenv("DEVMM_LIBRARY", "/some/libdevmm.so.0")
+    assert _lib._candidates()[0] == "/some/libdevmm.so.0"
+    monkeypatch.setattr(_lib, "_secure_execution", lambda: True)
+    assert "/some/libdevmm.so.0" not in _lib._candidates()
+
+
+def test_library_variable_must_be_an_absolute_path(tmp_path):
+    # a relative DEVMM_LIBRARY would name a different file in each directory the program runs in
+    r = subprocess.run([sys.executable, "-c", "import devmm"], capture_output=True, text=True,
+                       env={**os.environ, "DEVMM_LIBRARY": "libdevmm.so.0"}, cwd=tmp_path)
+    assert r.returncode == 1
+    assert ("ImportError: devmm: DEVMM_LIBRARY must be an absolute path, not 'libdevmm.so.0'"
+            in r.stderr)
+
+
 @pytest.mark.parametrize("seq", [tuple, list])
 def test_shapes_of_integer_like_entries(seq):
     t = devmm.empty(seq([np.int64(2), np.int32(3), np.uint8(1)]), "int8")
@@ -704,10 +757,12 @@ def test_zero_bytes_and_log_buffering(tmp_path):
 
 
 def test_a_limit_of_zero():
-    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 0)
-    assert lim.limit == 0
-    with pytest.raises(devmm.OutOfMemoryError, match="limit of 0 bytes"):
-        lim.allocate(1)
+    # refused as devmm.ini's limit = 0 is: it would refuse every allocation (issue 23)
+    with pytest.raises(ValueError, match="would refuse every allocation"):
+        devmm.LimitingAdaptor(MallocMemoryResource(), 0)
+    lim = devmm.LimitingAdaptor(MallocMemoryResource(), 1)
+    with pytest.raises(devmm.OutOfMemoryError, match="limit of 1 bytes"):
+        lim.allocate(2)
 
 
 def test_unhashable_dtype_like_and_negative_base_alignment():

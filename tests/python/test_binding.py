@@ -21,6 +21,7 @@ CLASSES = {"statistics": devmm.StatisticsAdaptor, "limiting": devmm.LimitingAdap
 def configure(tmp_path, adaptors):
     cfg = tmp_path / "devmm.ini"
     log = f"log_file = {os.devnull}\n" if "logging" in adaptors else ""
+    log += "limit = 1GiB\n" if "limiting" in adaptors else ""  # limiting needs a limit
     cfg.write_text(f"[device cpu]\nresource = cpu.malloc\nadaptors = {', '.join(adaptors)}\n{log}")
     devmm.init(str(cfg))
 

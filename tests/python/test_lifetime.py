@@ -113,8 +113,9 @@ def test_interpreter_exit_with_live_exports():
         import ctypes, numpy as np, devmm
         keep = {}
         def alloc(n, a, s):
-            b = ctypes.create_string_buffer(n); keep[ctypes.addressof(b)] = b
-            return ctypes.addressof(b)
+            b = ctypes.create_string_buffer(n + a)
+            p = -(-ctypes.addressof(b) // max(a, 1)) * max(a, 1); keep[p] = b
+            return p
         r = devmm.CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p))
         t = devmm.empty((100,), "float64", resource=r)
         a = np.from_dlpack(t)                 # a consumer alive at exit

@@ -5,6 +5,7 @@ import asyncio
 import gc
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -388,13 +389,56 @@ def test_timeline_html_is_self_contained_and_escaped(tmp_path):
     snap.stacks.append(["</script><script>alert(1)</script> evil.py:1 in f"])
     snap.traces[0].stack[0] = 0
     html = snap.to_html()
-    assert "</script><script>alert" not in html and "<\\/script>" in html
+    assert "</script><script>alert" not in html and "\\u003c/script\\u003e" in html
     assert "http://" not in html.replace('"http://www.w3.org/2000/svg"', "") and \
         "https://" not in html
     assert "<link" not in html and " src=" not in html
     import xml.etree.ElementTree as ET
     ET.fromstring(snap.to_svg())  # well-formed
 
+
+def test_timeline_page_json_survives_markup_and_line_separators(tmp_path):
+    """The page's data is JSON inside a <script> element: '<!--', '</script>', '&' and U+2028 /
+    U+2029 in it (a stack's text) are \\uXXXX escapes, so the element's text is exactly the data's
+    JSON (the browser's JSON.parse takes it; no markup ends or comments out the element)."""
+    snap = from_log(write_log(tmp_path), "cpu")
+    evil = "<!-- </script><script>alert(1)</script> a&b>c \u2028\u2029 evil.py:1 in f"
+    snap.stacks.append([evil])
+    snap.traces[0].stack[0] = len(snap.stacks) - 1
+    data = snap.aggregate()
+    page = snap.to_html()
+    start = '<script id="devmm-data" type="application/json">'
+    embedded = page[page.index(start) + len(start):]
+    embedded = embedded[:embedded.index("</script>")]
+    assert json.loads(embedded) == json.loads(json.dumps(data))
+    assert evil in json.loads(embedded)["stacks"][-1]
+    for raw in ("<", ">", "&", "\u2028", "\u2029"):
+        assert raw not in embedded, raw
+
+
+def test_one_log_file_for_every_sim_device(tmp_path):
+    """[device sim:*] with one log_file: both devices' adaptors share the open file, so neither
+    truncates the other's lines (one header, both devices' allocations), and the log reads back."""
+    log = tmp_path / "sim.csv"
+    ini = tmp_path / "sim.ini"
+    ini.write_text("[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 2\n"
+                   "[device sim:*]\nresource = sim.device\nadaptors = logging\n"
+                   f"log_file = {log}\nlog_flush = true\n")
+    devmm.init(str(ini))
+    try:
+        a = devmm.empty(1000, "uint8", device="sim:0")
+        b = devmm.empty(2000, "uint8", device="sim:1")
+        c = devmm.empty(3000, "uint8", device="sim:0")
+        del a, b, c
+    finally:
+        devmm.init()
+    text = log.read_text()
+    assert text.count("Thread,Time,Action") == 1 and text.startswith("Thread,"), text
+    assert text.count(",allocate,0x") == 3 and text.count(",free,0x") == 3, text
+    for size in (1000, 2000, 3000):
+        assert f",{size}," in text, (size, text)
+    snap = from_log(str(log), "sim")
+    assert sorted(snap.traces[0].nbytes) == [1000, 2000, 3000]
 
 def test_snapshot_of_a_tracking_adaptor():
     tr = devmm.TrackingAdaptor(MallocMemoryResource(), python_stack=4, history=3)
@@ -432,7 +476,8 @@ def test_timeline_command(tmp_path):
                         "--svg", str(tmp_path / "t.svg"), "--device", "cpu", "--device", "again"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == ("cpu: 7 events, 4 allocations, peak 550 bytes at "
+    assert r.stdout.splitlines()[0] == ("cpu: 7 events, 3 allocations, 1 free of memory "
+                                        "allocated before the log began, peak 550 bytes at "
                                         "0.000030 s, 4 drawn as bands")
     assert out.exists() and (tmp_path / "t.svg").exists()
     bad = tmp_path / "bad.csv"
@@ -445,7 +490,83 @@ def test_timeline_command(tmp_path):
     assert not (tmp_path / "x.html").exists()
     r = subprocess.run([sys.executable, "-m", "devmm", "timeline", log, "--detail", "-1"],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "--detail must be >= 0" in r.stderr
+    assert r.returncode == 2 and "--detail -1: expected 0 or more" in r.stderr
+
+
+def test_timeline_output_is_never_turned_against_its_user(tmp_path):
+    """-o/--svg (save_html, save_svg) follow no link at the end of the path, write no file of
+    another user's, never block on a FIFO: the same rules as log_file (ADR 42)."""
+    snap = from_log(write_log(tmp_path), "cpu")
+    secret = tmp_path / "secret"
+    secret.write_text("secret\n")
+    secret.chmod(0o600)
+    link = tmp_path / "page.html"
+    link.symlink_to(secret)
+    with pytest.raises(OSError) as e:
+        snap.save_html(str(link))
+    assert str(e.value) == (f"refusing to write '{link}': it is a symbolic link, which devmm does "
+                            "not follow: name the file itself")
+    assert secret.read_text() == "secret\n"
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", write_log(tmp_path), "-o",
+                        str(tmp_path / "ok.html"), "--svg", str(link)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"devmm timeline: cannot write: refusing to write '{link}': it is "
+                                "a symbolic link, which devmm does not follow: name the file "
+                                "itself")
+    assert secret.read_text() == "secret\n"
+    fifo = tmp_path / "page.svg"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as e:
+        snap.save_svg(str(fifo))
+    assert str(e.value) == (f"refusing to write '{fifo}': it is a FIFO: expected a regular file "
+                            "of this user's, or a new name")
+    new = tmp_path / "new.svg"
+    snap.save_svg(str(new))
+    assert (new.stat().st_mode & 0o777) == 0o644 & ~_umask()
+    snap.save_html(str(new))  # this user's file: rewritten whole
+    assert new.read_text().startswith("<!DOCTYPE html>")
+    if os.geteuid() == 0:
+        theirs = tmp_path / "theirs.html"
+        theirs.write_text("planted\n")
+        os.chown(theirs, 4242, 4242)
+        with pytest.raises(OSError) as e:
+            snap.save_html(str(theirs))
+        assert str(e.value) == (f"refusing to write '{theirs}': it is owned by uid 4242, not by "
+                                "this user (uid 0): expected a file of this user's, or a new name")
+        assert theirs.read_text() == "planted\n"
+        # uid 4242's directory on the way, with uid 4242's link in it to a directory of root's
+        alice = tmp_path / "alice"
+        alice.mkdir()
+        os.chown(alice, 4242, 4242)
+        (alice / "d").symlink_to(tmp_path)
+        os.lchown(alice / "d", 4242, 4242)
+        with pytest.raises(OSError) as e:
+            snap.save_html(str(alice / "d" / "secret"))
+        assert str(e.value) == (f"refusing to write '{alice}/d/secret': '{alice}/d' is a symbolic "
+                                "link owned by uid 4242, not by root or this user (uid 0): "
+                                "expected a path whose links are root's or this user's, to "
+                                "directories of theirs")
+        assert secret.read_text() == "secret\n"
+        sticky = tmp_path / "sticky"  # like /tmp: the kernel may refuse first (EACCES)
+        sticky.mkdir()
+        sticky.chmod(0o1777)
+        (sticky / "page.html").symlink_to(secret)
+        os.lchown(sticky / "page.html", 4242, 4242)
+        with pytest.raises(OSError) as e:
+            snap.save_html(str(sticky / "page.html"))
+        assert str(e.value) == (f"refusing to write '{sticky}/page.html': it is a symbolic link, "
+                                "which devmm does not follow: name the file itself")
+        assert secret.read_text() == "secret\n"
+        (tmp_path / "mine").symlink_to(tmp_path)  # root's, to root's: followed
+        snap.save_svg(str(tmp_path / "mine" / "via-link.svg"))
+        assert (tmp_path / "via-link.svg").read_text().startswith("<svg")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 # ----------------------------------------------------------------------------- replay
@@ -564,3 +685,148 @@ def test_replay_bad_input(tmp_path):
     r = replay(log, "--config", str(tmp_path / "none.ini"))
     assert r.returncode == 2 and "--config" in r.stderr
 
+
+
+def test_replay_names_the_argument_at_fault(tmp_path):
+    log = write_log(tmp_path)
+    r = replay()
+    assert r.returncode == 1
+    assert "devmm-replay: no LOG given: the memory log (CSV) to replay" in r.stderr
+    # a device that does not exist is --device's fault, whatever the stack
+    for extra in ([], ["--resource", "cpu.malloc"]):
+        r = replay(log, "--device", "cpu:1", *extra)
+        assert r.returncode == 2, r.stderr
+        assert "devmm-replay: --device cpu:1: no such device" in r.stderr, r.stderr
+        assert "(it has: cpu)" in r.stderr and "--resource" not in r.stderr, r.stderr
+    # a kind of another device type is refused, not replayed on cpu:0 in silence
+    ini = tmp_path / "sim.ini"
+    ini.write_text("[devmm]\nplugins = cpu, sim\n")
+    r = replay(log, "--config", str(ini), "--device", "sim:0", "--resource", "cpu.malloc")
+    assert r.returncode == 2, r.stdout
+    assert "--resource cpu.malloc: a kind of cpu devices, not of --device sim:0" in r.stderr, \
+        r.stderr
+
+
+def test_replay_measures_each_stack_alone(tmp_path):
+    # a stack's figures do not depend on which stacks ran before it in the same command
+    # (a stack replayed after another found the pages that one left resident: footprint 0 B)
+    log = write_log(tmp_path)
+
+    def footprints(*kinds):
+        r = replay(log, *sum((["--resource", k] for k in kinds), []), "--repeat", "1", "--json")
+        assert r.returncode == 0, r.stderr
+        return [s["footprint_peak_bytes"] for s in json.loads(r.stdout)["stacks"]]
+
+    alone = footprints("cpu.malloc")[0]
+    assert alone > 0
+    for after in (footprints("cpu.malloc", "cpu.malloc")[1],
+                  footprints("cpu.aligned", "cpu.malloc")[1]):
+        # (the process's own pages vary by ~2x between runs of so small a log)
+        assert alone / 3 <= after <= alone * 3, (alone, after)
+
+
+def test_replay_columns_fit_long_names(tmp_path):
+    log = write_log(tmp_path)
+    ini = tmp_path / "long.ini"
+    ini.write_text("[device cpu]\nresource = cpu.malloc\n"
+                   "adaptors = statistics, tracking, logging, limiting\nlimit = 1GiB\n"
+                   f"log_file = {tmp_path / 'inner.csv'}\n")
+    r = replay(log, "--config", str(ini), "--resource", "cpu.malloc", "--repeat", "1")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    head = next(i for i, s in enumerate(lines) if s.startswith("stack "))
+    rows = lines[head:head + 3]
+    # every row's "wall" column ends where the header's does
+    end = rows[0].index("wall") + len("wall")
+    assert all(row[end - 2:end] == "ms" for row in rows[1:]), "\n".join(rows)
+
+
+def test_python_m_devmm_replay(tmp_path):
+    log = write_log(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "devmm", "replay", log, "--resource",
+                        "cpu.malloc", "--repeat", "1", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stacks"][0]["name"] == "cpu.malloc"
+
+
+def test_timeline_says_what_the_log_does_not(tmp_path):
+    head = "Thread,Time,Action,Pointer,Size,Stream\n"
+    # a lone free of memory allocated before the log began: said, not counted as an allocation
+    lone = write_log(tmp_path, head + "1,10:00:00:000001,free,0xb0,100,(nil)\n")
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", lone, "-o",
+                        str(tmp_path / "a.html")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "0 allocations, 1 free of memory allocated before the log began" in r.stdout, r.stdout
+    d = from_log(lone, "cpu").aggregate()["devices"][0]
+    assert "allocated before the log began" in d["note"], d["note"]
+    # a free timestamped before its allocation: said in the note and on stderr
+    p = tmp_path / "rev.csv"
+    p.write_text(head + "1,10:00:00:000005,allocate,0xa0,100,(nil)\n"
+                 "1,10:00:00:000001,free,0xa0,100,(nil)\n")
+    d = from_log(str(p), "cpu").aggregate()["devices"][0]
+    assert "1 free is timestamped before its allocation" in d["note"], d["note"]
+    # each bad option is named by its own message
+    for opt, val, want in (("--detail", "-5", "--detail -5: expected 0 or more"),
+                           ("--buckets", "0", "--buckets 0: expected 1 or more")):
+        r = subprocess.run([sys.executable, "-m", "devmm", "timeline", lone, opt, val],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and want in r.stderr, r.stderr
+
+
+def test_timeline_never_writes_over_its_input_or_one_output_over_the_other(tmp_path):
+    log = write_log(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", log, "-o", log],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (f"devmm timeline: -o {log} is one of the logs read: expected "
+                                "another file for the page"), r.stderr
+    assert open(log).read() == LOG
+    page = str(tmp_path / "p.html")
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", log, "-o", page, "--svg",
+                        page], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (f"devmm timeline: --svg {page} is the -o file too: expected "
+                                "another file for the SVG"), r.stderr
+    assert not os.path.exists(page)
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", log, "-o", page, "--svg",
+                        log], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--svg" in r.stderr and "one of the logs" in r.stderr, r.stderr
+
+
+HEAD = "Thread,Time,Action,Pointer,Size,Stream\n"
+DOUBLE = (HEAD + "1,10:00:00:000001,allocate,0x1000,100,(nil)\n"
+          "1,10:00:00:000002,free,0x1000,100,(nil)\n1,10:00:00:000003,free,0x1000,100,(nil)\n")
+RESIZED = (HEAD + "1,10:00:00:000001,allocate,0x1000,100,(nil)\n"
+           "1,10:00:00:000002,free,0x1000,50,(nil)\n")
+
+
+def test_a_double_free_in_a_log_is_said_as_one_not_as_memory_from_before(tmp_path):
+    log = write_log(tmp_path, DOUBLE)
+    d = from_log(log, "cpu").aggregate()["devices"][0]
+    assert d["note"] == "1 free of 0x1000 that was freed already (line 4; not drawn)", d["note"]
+    assert d["before"] == 0 and d["peak"]["bytes"] == 100, d
+    r = subprocess.run([sys.executable, "-m", "devmm", "timeline", log, "-o",
+                        str(tmp_path / "a.html")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "before the log began" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "note: 1 free of 0x1000 that was freed already (line 4; not drawn)" in r.stderr
+    r = replay(log, "--resource", "cpu.malloc", "--repeat", "1")
+    assert r.returncode == 0, r.stderr
+    assert "  1 free of 0x1000 that was freed already (line 4; skipped)\n" in r.stdout, r.stdout
+    assert "before the log began" not in r.stdout, r.stdout
+    r = replay(log, "--resource", "cpu.malloc", "--repeat", "1", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["double_frees"] == 1 and doc["unmatched_frees"] == 0, doc
+
+
+def test_a_free_of_another_size_than_its_allocation_is_noted(tmp_path):
+    log = write_log(tmp_path, RESIZED)
+    want = "1 free with another size than its allocation (line 3: 50 bytes, allocated as 100)"
+    d = from_log(log, "cpu").aggregate()["devices"][0]
+    assert d["note"] == want, d["note"]
+    r = replay(log, "--resource", "cpu.malloc", "--repeat", "1")
+    assert r.returncode == 0, r.stderr
+    assert f"  {want}\n" in r.stdout, r.stdout
+    doc = json.loads(replay(log, "--resource", "cpu.malloc", "--repeat", "1", "--json").stdout)
+    assert doc["resized_frees"] == 1, doc

@@ -38,10 +38,11 @@ def test_rocm_without_hip_loads_and_reports_no_hip_runtime(tmp_path):
     p = _plugin(tmp_path / "devmm.ini", "[devmm]\nplugins = cpu, rocm-nohip\n", "rocm-nohip")
     assert p["status"] == "loaded", p
     assert p["devices"] == 0
-    # what was tried, each with dlerror()'s reason, and nothing after it
-    assert re.fullmatch(r"0 devices: no HIP runtime found \(libamdhip64-devmm-test-absent\.so\.6: "
-                        r"cannot open shared object file: No such file or directory\)",
-                        p["error"]), p["error"]
+    # what was tried, newest ROCm first (7, 6, 5), each with dlerror()'s reason, nothing after
+    absent = (r"libamdhip64-devmm-test-absent\.so\.{}: cannot open shared object file: "
+              r"No such file or directory")
+    assert re.fullmatch(r"0 devices: no HIP runtime found \(" + "; ".join(
+        absent.format(v) for v in (7, 6, 5)) + r"\)", p["error"]), p["error"]
     assert "(no HIP runtime)" in p["version"], p["version"]
     # creating a resource fails with the same reason
     from devmm.mrs.rocm import RocmAsyncMemoryResource
@@ -63,7 +64,7 @@ def test_rocm_links_no_hip_library():
 
 def _system_hip():
     import ctypes
-    for name in ("libamdhip64.so.6", "libamdhip64.so.5"):
+    for name in ("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"):
         try:
             ctypes.CDLL(name)
             return name
@@ -73,7 +74,7 @@ def _system_hip():
 
 
 @pytest.mark.skipif(not _built("rocm"), reason="the ROCm plugin was not built (no HIP headers)")
-@pytest.mark.skipif(_system_hip() is None, reason="no libamdhip64.so.6/.so.5 on this machine")
+@pytest.mark.skipif(_system_hip() is None, reason="no libamdhip64.so.7/.so.6/.so.5 on this machine")
 def test_rocm_finds_the_system_hip_at_run_time(tmp_path):
     p = _plugin(tmp_path / "devmm.ini", "[devmm]\nplugins = cpu, rocm\n", "rocm")
     assert p["status"] == "loaded", p
@@ -177,6 +178,8 @@ def test_meson_install_layout(tmp_path):
         os.path.join(libdir, "libdevmm.so.0"),
         os.path.join(libdir, "devmm", "devmm-cpu.so"),
         os.path.join(prefix, opts["includedir"], "devmm", "devmm.h"),
+        os.path.join(libdir, "cmake", "devmm", "devmmConfig.cmake"),  # find_package(devmm)
+        os.path.join(libdir, "cmake", "devmm", "devmmConfigVersion.cmake"),
         os.path.join(prefix, opts["bindir"], "devmm-info"),
         str(root) + os.path.join(sysconf, "devmm", "devmm.ini"),
     ]
@@ -212,6 +215,13 @@ def test_meson_install_layout(tmp_path):
                         "devmm.empty((2,), 'float32').shape)"], env=env, capture_output=True,
                        text=True, cwd=str(tmp_path))
     assert r.returncode == 0 and r.stdout.split() == [devmm.__version__, "(2,)"], r
+    # devmm.__git_commit__ was stamped at configure time (_build_config.GIT_COMMIT), as RMM's
+    r = subprocess.run([sys.executable, "-c", "import devmm, devmm._commit as c; "
+                        "print(devmm.__git_commit__, c.GIT_COMMIT)"], env=env,
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    stamped = subprocess.run(["git", "-C", SRC, "rev-parse", "HEAD"], capture_output=True,
+                             text=True).stdout.strip() or "unknown"
+    assert r.returncode == 0 and r.stdout.split() == [stamped, stamped], r
     # docs/api.md's examples hold for an installed user too, whose devmm.ini is the installed
     # default (it adds a statistics adaptor on cpu): DEVMM_CONFIG stands for the lookup's
     # <sysconfdir> step, which points outside the destdir here
@@ -221,7 +231,8 @@ def test_meson_install_layout(tmp_path):
     env["PATH"] = os.pathsep.join([os.path.join(prefix, opts["bindir"])] + [
         d for d in env["PATH"].split(os.pathsep) if os.path.realpath(d) !=
         os.path.realpath(os.path.join(BUILD, "tools"))])
-    for doc in ("README.md", os.path.join("docs", "api.md")):
+    for doc in ("README.md", os.path.join("docs", "api.md"),
+                os.path.join("docs", "from-rmm.md")):
         r = subprocess.run([sys.executable, "-m", "doctest", "-o", "ELLIPSIS",
                             os.path.join(SRC, doc)], env=env, capture_output=True, text=True,
                            cwd=str(tmp_path))
@@ -355,7 +366,8 @@ def _wheel_checks():
 
 def _report(cuda_devices=0, cuda_error="0 devices: CUDA driver version is insufficient for CUDA "
             "runtime version (cudaErrorInsufficientDriver)",
-            rocm_error="0 devices: no HIP runtime found (libamdhip64.so.6: cannot open shared "
+            rocm_error="0 devices: no HIP runtime found (libamdhip64.so.7: cannot open shared "
+            "object file: No such file or directory; libamdhip64.so.6: cannot open shared "
             "object file: No such file or directory; libamdhip64.so.5: cannot open shared object "
             "file: No such file or directory)"):
     def plugin(name, n, err):

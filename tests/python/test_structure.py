@@ -17,11 +17,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "python" / "devmm"
 # packages (numpy, torch, multiprocessing, ...) inside functions need none: they keep `import
 # devmm` free of them. Anything else belongs at the top of the module.
 LAZY_OWN = {
-    ("devmm.adaptors", "devmm.statistics"): "dataclasses costs start-up time",
+    ("devmm.adaptors", "devmm._statistics"): "dataclasses costs start-up time",
     ("devmm.adaptors", "devmm._pystack"): "only with python_stack/history; start-up time",
     ("devmm", "devmm.adaptors"): "loaded with the first adaptor C hands back (_shared.loader); "
                                  "start-up time",
     ("devmm.profile", "devmm.adaptors"): "the first profiled block; start-up time",
+    ("devmm", "devmm.ipc"): "loaded with the first handle, pickle or multiprocessing import "
+                            "(_shared.ipc_loader); start-up time (threading, collections)",
     ("devmm.tensor", "devmm.layout"): "from_buffer_view's default strides; start-up time "
                                       "(docs/performance.md)",
     ("devmm._lib", "devmm._build_config"): "written at install time; absent in a source tree",
@@ -42,6 +44,8 @@ PRIVATE_OK = {
     ("devmm.dask", "devmm.ipc", "_hold"): "Dask's serializer, as the reducer",
     ("devmm.dask", "devmm.ipc", "_by_value"): "Dask's serializer, as the reducer",
     ("devmm.dask", "devmm.ipc", "_rebuild_value"): "Dask's serializer, as the reducer",
+    ("devmm.rmm_compat", "devmm._lib", "_secure_execution"): "DEVMM_LOG_FILE is read where "
+                                                              "$DEVMM_LIBRARY would be",
 }
 
 

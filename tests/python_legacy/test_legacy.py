@@ -235,13 +235,14 @@ def test_no_typestr_is_a_clear_error(dtype):
 
 
 def host_allocator():
-    """(live buffers by address, allocate(n, alignment, stream)): 64-byte aligned host memory
-    from ctypes, for CallbackMemoryResource."""
+    """(live buffers by address, allocate(n, alignment, stream)): host memory from ctypes with
+    the alignment asked for (at least 64 bytes), for CallbackMemoryResource."""
     keep = {}
 
     def alloc(n, a, s):
-        buf = ctypes.create_string_buffer(n + 64)
-        p = (ctypes.addressof(buf) + 63) // 64 * 64
+        a = max(a, 64)
+        buf = ctypes.create_string_buffer(n + a)
+        p = (ctypes.addressof(buf) + a - 1) // a * a
         keep[p] = buf
         return p
 
@@ -261,3 +262,11 @@ def test_managed_memory_is_a_clear_error():
 def test_stream_on_the_cpu_raises_runtime_error():
     with pytest.raises(RuntimeError, match="stream must be None for cpu"):
         devmm.empty(3).__dlpack__(stream=1)
+
+
+def test_use_devmm_on_torch_113_says_which_torch_it_needs():
+    # torch 1.13 has no CUDAPluggableAllocator: a raw ImportError before
+    from devmm.interop import torch as dt
+    with pytest.raises(ImportError, match=r"devmm\.interop\.torch\.use_devmm\(\) needs torch >= "
+                                          r"2\.0 \(CUDAPluggableAllocator\); this is torch 1\.13"):
+        dt.use_devmm()

@@ -11,6 +11,8 @@
  * Exit status: 0 fine; 1 bad arguments or log; 2 a stack could not be built. */
 #include "replay.h"
 
+#include <inttypes.h>
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_STACKS 16
@@ -74,8 +77,7 @@ static int measure(replay *rp, const stack_spec *spec, devmm_device dev, int fp,
   memset(res, 0, sizeof *res);
   res->source = spec->spec ? spec->spec : "devmm.ini lookup";
   if (replay_build_stack(spec, dev, &r)) {
-    fprintf(stderr, "devmm-replay: %s %s: %s\n", spec->is_config ? "--config" : "--resource",
-            res->source, devmm_last_error());
+    fprintf(stderr, "devmm-replay: %s\n", devmm_last_error());
     return 2;
   }
   snprintf(res->name, sizeof res->name, "%s", devmm_resource_name(r));
@@ -128,6 +130,79 @@ static int measure(replay *rp, const stack_spec *spec, devmm_device dev, int fp,
   }
   devmm_resource_release(r);
   return 0;
+}
+
+/* measure() in a child process of its own for host memory, so that a stack's time and footprint
+ * do not depend on the stacks replayed before it: a stack after another found that one's pages
+ * resident and reported a footprint of 0 B (test_replay_measures_each_stack_alone). Device
+ * memory is measured here: a GPU runtime does not survive a fork (ADR 37). */
+static int measure_alone(replay *rp, const stack_spec *spec, devmm_device dev, int fp, int repeat,
+                         size_t nthreads, result *res) {
+  int fds[2];
+  if (dev.device_type != DEVMM_DEVICE_CPU || pipe(fds) != 0)
+    return measure(rp, spec, dev, fp, repeat, nthreads, res);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return measure(rp, spec, dev, fp, repeat, nthreads, res);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    int rc = measure(rp, spec, dev, fp, repeat, nthreads, res);
+    ssize_t w = rc ? 0 : write(fds[1], res, sizeof *res);
+    fflush(NULL);
+    _exit(rc ? rc : w == (ssize_t)sizeof *res ? 0 : 2);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  while (got < sizeof *res) {
+    ssize_t n = read(fds[0], (char *)res + got, sizeof *res - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    return WEXITSTATUS(status);
+  if (!WIFEXITED(status) || got != sizeof *res) {
+    fprintf(stderr, "devmm-replay: replaying against %s: the measuring process %s %d\n",
+            spec->spec ? spec->spec : "the devmm.ini lookup",
+            WIFSIGNALED(status) ? "died of signal" : "exited with",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return 2;
+  }
+  res->source = spec->spec ? spec->spec : "devmm.ini lookup"; /* a pointer: not the child's */
+  return 0;
+}
+
+/* The log's double frees and frees of another size than their allocation's, as the timeline says
+ * them (python/devmm/timeline.py _odd_frees; test_a_double_free_in_a_log_is_said_as_one_...). */
+static void say_odd_frees(const devmm_log *log) {
+  if (log->double_frees == 1)
+    printf("  1 free of 0x%" PRIx64 " that was freed already (line %zu; skipped)\n",
+           log->events[log->first_double_free].ptr, log->double_free_line);
+  else if (log->double_frees)
+    printf("  %zu frees of memory that was freed already (the first: 0x%" PRIx64
+           ", line %zu; skipped)\n",
+           log->double_frees, log->events[log->first_double_free].ptr, log->double_free_line);
+  if (log->resized_frees) {
+    const devmm_log_event *e = &log->events[log->first_resized_free];
+    char what[128];
+    snprintf(what, sizeof what, "line %zu: %" PRIu64 " bytes, allocated as %" PRIu64,
+             log->resized_free_line, e->bytes, log->events[e->peer].bytes);
+    if (log->resized_frees == 1)
+      printf("  1 free with another size than its allocation (%s)\n", what);
+    else
+      printf("  %zu frees with another size than their allocations (the first: %s)\n",
+             log->resized_frees, what);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -184,6 +259,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!path) {
+    fputs("devmm-replay: no LOG given: the memory log (CSV) to replay, the first argument\n",
+          stderr);
     usage(stderr);
     return 1;
   }
@@ -235,7 +312,7 @@ int main(int argc, char **argv) {
 
   result res[MAX_STACKS];
   for (size_t s = 0; s < nspecs; s++)
-    if ((rc = measure(&rp, &specs[s], dev, fp, repeat, nthreads, &res[s])) != 0)
+    if ((rc = measure_alone(&rp, &specs[s], dev, fp, repeat, nthreads, &res[s])) != 0)
       break;
 
   if (!rc && json) {
@@ -243,9 +320,10 @@ int main(int argc, char **argv) {
     json_str(path);
     printf(", \"events\": %zu, \"allocations\": %zu, \"frees\": %zu, \"threads\": %zu, "
            "\"replay_threads\": %zu, \"unmatched_frees\": %zu, \"never_freed\": %zu, "
+           "\"double_frees\": %zu, \"resized_frees\": %zu, "
            "\"log_failures\": %zu, \"repeat\": %d, \"stacks\": [",
            log->nevents, nallocs, nfrees, log->nthreads, nthreads, log->unmatched_frees,
-           log->never_freed, nfailed, repeat);
+           log->never_freed, log->double_frees, log->resized_frees, nfailed, repeat);
     for (size_t s = 0; s < nspecs; s++) {
       const result *x = &res[s];
       static const char *methods[] = {"auto", "rss", "mem_info", "none"};
@@ -271,13 +349,20 @@ int main(int argc, char **argv) {
            path, log->nevents, nallocs, nfrees, nfailed, log->nthreads,
            log->nthreads == 1 ? "" : "s");
     if (log->unmatched_frees || log->never_freed)
-      printf("  %zu frees of memory allocated before the log began (skipped), %zu allocations "
+      printf("  %zu free%s of memory allocated before the log began (skipped), %zu allocation%s "
              "never freed (freed after the replay)\n",
-             log->unmatched_frees, log->never_freed);
+             log->unmatched_frees, log->unmatched_frees == 1 ? "" : "s", log->never_freed,
+             log->never_freed == 1 ? "" : "s");
+    say_odd_frees(log);
     printf("replayed %d time%s per stack (best shown), %s\n\n", repeat, repeat == 1 ? "" : "s",
            nthreads == 1 ? "in the log's order"
                          : "one thread per logged thread, each in its own order");
-    printf("%-32s %12s %15s %15s %9s %9s\n", "stack", "wall", "peak requested", "footprint",
+    int width =
+        32; /* the stack column fits the longest name (test_replay_columns_fit_long_names) */
+    for (size_t s = 0; s < nspecs; s++)
+      if ((int)strlen(res[s].name) > width)
+        width = (int)strlen(res[s].name);
+    printf("%-*s %12s %15s %15s %9s %9s\n", width, "stack", "wall", "peak requested", "footprint",
            "overhead", "failures");
     size_t fastest = 0, smallest = SIZE_MAX;
     for (size_t s = 0; s < nspecs; s++) {
@@ -293,7 +378,7 @@ int main(int argc, char **argv) {
       }
       if (x->best_ms < res[fastest].best_ms)
         fastest = s;
-      printf("%-32s %9.2f ms %15s %15s %9s %9zu\n", x->name, x->best_ms, peak, foot, over,
+      printf("%-*s %9.2f ms %15s %15s %9s %9zu\n", width, x->name, x->best_ms, peak, foot, over,
              x->failures);
     }
     for (size_t s = 0; s < nspecs; s++)

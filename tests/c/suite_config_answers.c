@@ -1,0 +1,254 @@
+/* Suite config_answers: devmm.ini and environment cases whose answer is not a refusal, so no
+ * golden .ini -> .err pair of tests/config can state it: a key both the kind and an adaptor
+ * read, inline comments, a section for a device no plugin has (a warning, and
+ * devmm_config_warning; for a lazy device type once its devices are counted), a DEVMM_PLUGIN_PATH
+ * entry that does not exist (warned once), tracking history from devmm.ini. Environment (set by
+ * Meson) as suite config. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugin_env.h"
+#include "testres.h"
+
+static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
+
+/* stderr of devmm_init(path) (and its status in *rc), in a static buffer. */
+static const char *init_stderr(const char *path, int *rc) {
+  char log[TESTRES_PATH_MAX];
+  int fd = testres_mkstemp(log, sizeof log, "stderr");
+  fflush(stderr);
+  int saved = dup(2);
+  ck_assert_int_eq(dup2(fd, 2), 2);
+  *rc = devmm_init(path);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  const char *got = slurp_all(log);
+  unlink(log);
+  return got;
+}
+
+static const char *cpu_stack(void) {
+  static char stack[256];
+  devmm_device_status d;
+  ck_assert_int_eq(devmm_device_get(0, &d), DEVMM_OK);
+  snprintf(stack, sizeof stack, "%s", d.stack);
+  return stack;
+}
+
+/* Every one of 64 allocations of cpu:0's current resource is aligned to `align`. */
+static void allocations_aligned(size_t align) {
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_OK);
+  void *p[64];
+  for (int i = 0; i < 64; i++) {
+    ck_assert_int_eq(devmm_allocate(r, 300, 0, NULL, &p[i]), DEVMM_OK);
+    ck_assert_msg((uintptr_t)p[i] % align == 0, "%p is not %zu-aligned", p[i], align);
+  }
+  for (int i = 0; i < 64; i++)
+    ck_assert_int_eq(devmm_deallocate(r, p[i], 300, 0, NULL), DEVMM_OK);
+  devmm_resource_release(r);
+}
+
+/* cpu.aligned's own `alignment` reaches the kind when the aligned adaptor is not listed; with the
+ * adaptor listed, aligned.alignment is the adaptor's and a bare alignment the kind's. */
+START_TEST(config_kind_option_shared_with_an_adaptor) {
+  isolate();
+  const char *p = write_temp("[device cpu]\nresource = cpu.aligned\nalignment = 256\n");
+  ck_assert_msg(devmm_init(p) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_str_eq(cpu_stack(), "cpu.aligned(256)");
+  allocations_aligned(256);
+  unlink(p);
+  p = write_temp("[device cpu]\nresource = cpu.aligned\nadaptors = aligned\n"
+                 "aligned.alignment = 4096\naligned.alignment_threshold = 1\nalignment = 512\n");
+  ck_assert_msg(devmm_init(p) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_str_eq(cpu_stack(), "aligned(cpu.aligned(512))");
+  allocations_aligned(4096);
+  unlink(p);
+  /* a kind that does not read the key still needs the adaptor */
+  p = write_temp("[device cpu]\nresource = cpu.malloc\nalignment = 256\n");
+  ck_assert_int_eq(devmm_init(p), DEVMM_ECONFIG);
+  ck_assert_msg(strstr(devmm_last_error(), ":3: 'alignment' is set but 'aligned' is not in "
+                                           "adaptors = ..."),
+                "%s", devmm_last_error());
+  unlink(p);
+}
+END_TEST
+
+/* '#' starts a comment after a value as ';' does, as conf/devmm.ini.in says; an indented key is
+ * a key (inih alone would append it to the previous value). */
+START_TEST(config_inline_comments) {
+  isolate();
+  const char *p = write_temp("[device cpu] # the host\nresource = cpu.malloc ; libc\n"
+                             "adaptors = statistics # counted\n\tstatistics = exact\t# indented\n");
+  ck_assert_msg(devmm_init(p) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_str_eq(cpu_stack(), "statistics(cpu.malloc)");
+  unlink(p);
+  /* a '#' inside a word is the value's */
+  p = write_temp("[device cpu]\nadaptors = statistics#counted\n");
+  ck_assert_int_eq(devmm_init(p), DEVMM_ECONFIG);
+  ck_assert_msg(strstr(devmm_last_error(), "unknown adaptor 'statistics#counted'"), "%s",
+                devmm_last_error());
+  unlink(p);
+}
+END_TEST
+
+/* [device cpu:1]: no plugin has that device, so the section does nothing: said with file:line,
+ * kept for devmm_config_warning (devmm-info --strict fails on it). */
+START_TEST(config_section_for_a_device_nobody_has) {
+  isolate();
+  const char *p = write_temp("[devmm]\nlog_level = warn\n[device cpu]\nadaptors = statistics\n"
+                             "[device cpu:1]\nadaptors = statistics\n");
+  char path[TESTRES_PATH_MAX], want[TESTRES_PATH_MAX + 256];
+  snprintf(path, sizeof path, "%s", p);
+  int rc;
+  const char *got = init_stderr(path, &rc);
+  ck_assert_msg(rc == DEVMM_OK, "%s", devmm_last_error());
+  snprintf(want, sizeof want,
+           "%s:5: [device cpu:1]: no loaded plugin has device cpu:1, so this section is not "
+           "used (plugin 'cpu' has cpu only)",
+           path);
+  ck_assert_msg(strstr(got, want), "stderr '%s' lacks '%s'", got, want);
+  ck_assert_ptr_nonnull(devmm_config_warning(0));
+  ck_assert_str_eq(devmm_config_warning(0), want);
+  ck_assert_ptr_null(devmm_config_warning(1));
+  char *json;
+  ck_assert_int_eq(devmm_info_json(&json), DEVMM_OK);
+  ck_assert_msg(strstr(json, "\"warnings\": [\""), "%s", json);
+  devmm_string_free(json);
+  unlink(path);
+  /* a file without such a section has no warning */
+  p = write_temp("[device cpu]\nadaptors = statistics\n");
+  ck_assert_int_eq(devmm_init(p), DEVMM_OK);
+  ck_assert_ptr_null(devmm_config_warning(0));
+  unlink(p);
+}
+END_TEST
+
+/* A device type whose plugin counts its devices on first use (sim, ADR 38): its sections are
+ * checked once they are counted, not at devmm_init (which counts nothing of it). */
+START_TEST(config_section_for_a_lazy_device_nobody_has) {
+  isolate();
+  const char *p = write_temp("[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 2\n"
+                             "[device sim:1]\nadaptors = statistics\n"
+                             "[device sim:5]\nadaptors = statistics\n");
+  char path[TESTRES_PATH_MAX], want[TESTRES_PATH_MAX + 256];
+  snprintf(path, sizeof path, "%s", p);
+  ck_assert_msg(devmm_init(path) == DEVMM_OK, "%s", devmm_last_error());
+  char *json;
+  ck_assert_int_eq(devmm_info_json_now(&json), DEVMM_OK); /* counts no device */
+  ck_assert_msg(strstr(json, "\"warnings\": []"), "%s", json);
+  devmm_string_free(json);
+  snprintf(want, sizeof want,
+           "%s:7: [device sim:5]: no loaded plugin has device sim:5, so this section is not "
+           "used (plugin 'sim' has sim:0, sim:1 only)",
+           path);
+  ck_assert_ptr_nonnull(devmm_config_warning(0)); /* counts sim's devices */
+  ck_assert_str_eq(devmm_config_warning(0), want);
+  ck_assert_ptr_null(devmm_config_warning(1)); /* [device sim:1] is used */
+  unlink(path);
+}
+END_TEST
+
+/* A DEVMM_PLUGIN_PATH entry that does not exist is named in a warning, once. */
+START_TEST(config_plugin_path_entry_missing) {
+  isolate();
+  const char *real = getenv("DEVMM_PLUGIN_PATH");
+  ck_assert_ptr_nonnull(real);
+  char env[4096];
+  snprintf(env, sizeof env, "/nonexistent-devmm-plugins:%s", real);
+  setenv("DEVMM_PLUGIN_PATH", env, 1);
+  const char *p = write_temp("[devmm]\nlog_level = warn\n[device cpu]\nadaptors = statistics\n");
+  char path[TESTRES_PATH_MAX];
+  snprintf(path, sizeof path, "%s", p);
+  int rc;
+  const char *got = init_stderr(path, &rc);
+  ck_assert_msg(rc == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_msg(strstr(got, "devmm: warning: DEVMM_PLUGIN_PATH: '/nonexistent-devmm-plugins' "
+                            "does not exist: expected a directory of devmm-<name>.so plugins\n"),
+                "%s", got);
+  got = init_stderr(path, &rc); /* once */
+  ck_assert_int_eq(rc, DEVMM_OK);
+  ck_assert_msg(!strstr(got, "nonexistent-devmm-plugins"), "said twice: %s", got);
+  ck_assert_str_eq(cpu_stack(), "statistics(cpu.malloc)");
+  setenv("DEVMM_PLUGIN_PATH", real, 1);
+  unlink(path);
+}
+END_TEST
+
+/* A plugin_path entry of devmm.ini that is no directory is said as a DEVMM_PLUGIN_PATH one is,
+ * naming the file and the entry (resolved: the file's line numbers are not kept for it). */
+START_TEST(config_plugin_path_config_entry_missing) {
+  isolate();
+  const char *p = write_temp("[devmm]\nplugin_path = nowhere, /also/not\nlog_level = warn\n"
+                             "[device cpu]\nadaptors = statistics\n");
+  char path[TESTRES_PATH_MAX], dir[TESTRES_PATH_MAX], want[3 * TESTRES_PATH_MAX];
+  snprintf(path, sizeof path, "%s", p);
+  snprintf(dir, sizeof dir, "%s", path);
+  *strrchr(dir, '/') = '\0';
+  int rc;
+  const char *got = init_stderr(path, &rc);
+  ck_assert_msg(rc == DEVMM_OK, "%s", devmm_last_error());
+  snprintf(want, sizeof want,
+           "devmm: warning: %s: plugin_path entry '%s/nowhere' does not exist: expected a "
+           "directory of devmm-<name>.so plugins\n",
+           path, dir);
+  ck_assert_msg(strstr(got, want), "stderr '%s' lacks '%s'", got, want);
+  snprintf(want, sizeof want,
+           "devmm: warning: %s: plugin_path entry '/also/not' does not exist: expected a "
+           "directory of devmm-<name>.so plugins\n",
+           path);
+  ck_assert_msg(strstr(got, want), "stderr '%s' lacks '%s'", got, want);
+  ck_assert_str_eq(cpu_stack(), "statistics(cpu.malloc)");
+  unlink(path);
+}
+END_TEST
+
+/* history = N on a tracking adaptor keeps the last N events, as devmm.TrackingAdaptor(history=N)
+ * does. */
+START_TEST(config_tracking_history) {
+  isolate();
+  const char *p = write_temp("[device cpu]\nadaptors = tracking\nhistory = 3\n");
+  ck_assert_msg(devmm_init(p) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &r), DEVMM_OK);
+  void *a;
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(devmm_allocate(r, 64, 0, NULL, &a), DEVMM_OK);
+    ck_assert_int_eq(devmm_deallocate(r, a, 64, 0, NULL), DEVMM_OK);
+  }
+  devmm_tracking_event ev[8];
+  size_t n = 0, stored = 0;
+  uint64_t dropped = 0;
+  ck_assert_msg(devmm_tracking_history(r, ev, 8, &n, &stored, &dropped, NULL) == DEVMM_OK, "%s",
+                devmm_last_error());
+  ck_assert_uint_eq(n, 3);
+  ck_assert_uint_eq(dropped, 3);
+  devmm_resource_release(r);
+  unlink(p);
+  p = write_temp("[device cpu]\nadaptors = tracking\nhistory = lots\n");
+  ck_assert_int_eq(devmm_init(p), DEVMM_ECONFIG);
+  ck_assert_msg(strstr(devmm_last_error(), ":3: history = lots: expected a count"), "%s",
+                devmm_last_error());
+  unlink(p);
+}
+END_TEST
+
+Suite *config_answers_suite(void) {
+  Suite *s = suite_create("config_answers");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, config_kind_option_shared_with_an_adaptor);
+  tcase_add_test(tc, config_inline_comments);
+  tcase_add_test(tc, config_section_for_a_device_nobody_has);
+  tcase_add_test(tc, config_section_for_a_lazy_device_nobody_has);
+  tcase_add_test(tc, config_plugin_path_entry_missing);
+  tcase_add_test(tc, config_plugin_path_config_entry_missing);
+  tcase_add_test(tc, config_tracking_history);
+  suite_add_tcase(s, tc);
+  return s;
+}
