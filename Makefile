@@ -78,7 +78,7 @@ tsan: deps
 	$(NINJA) -C $(TSAN_BUILD)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
 	  $(MESON) test -C $(TSAN_BUILD) --print-errorlogs stress thread_safe statistics registry \
-	  aligned sim_runtime sim_gpu sim_core interchange
+	  aligned sim_runtime sim_gpu sim_core interchange sim_capture sim_ipc sim_fork buffer
 
 # The C suites under valgrind memcheck (no fork, so valgrind sees each test's process).
 valgrind: test-build

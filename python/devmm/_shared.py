@@ -17,12 +17,17 @@ device key is ``(device_type, device_id)``. The registry, :func:`devmm.empty` (i
 
 devmm.ipc opens handles into new tensors, so it imports devmm.tensor, and a tensor's own
 ``ipc_handle()`` and ``__reduce__`` cannot import devmm.ipc back: devmm.ipc calls :func:`plug`
-when it is imported (devmm's ``__init__`` imports it), and they call :data:`buffer_handle`,
-:data:`tensor_handle` and :data:`reduce`.
+when it is imported (on first use, through :data:`ipc_loader`, which devmm's ``__init__``
+sets), and they call :data:`buffer_handle`, :data:`tensor_handle` and :data:`reduce`.
 
 >>> import devmm
->>> KINDS[None].__name__, scoped.get(), tensor_handle.__module__
-('MemoryResource', {}, 'devmm.ipc')
+>>> KINDS[None].__name__, scoped.get()
+('MemoryResource', {})
+>>> from devmm.mrs.cpu import SharedMemoryResource
+>>> t = devmm.empty(4, resource=SharedMemoryResource())
+>>> h = t.ipc_handle()
+>>> devmm.open_ipc(h).shape         # devmm.ipc, loaded by that handle, plugged itself in
+(4,)
 >>> type(devmm.LimitingAdaptor(devmm.get_current_device_resource(), 100)).__name__
 'LimitingAdaptor'
 >>> KINDS["limiting"].__name__      # registered by devmm.adaptors when it loaded

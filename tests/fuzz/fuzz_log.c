@@ -1,6 +1,7 @@
 /* libFuzzer target: the memory-log reader (devmm_log_parse). A log that parses must be paired
  * consistently: an allocation and its free point at each other, name the same address, and the
- * free comes later; the counts of unmatched frees and never-freed allocations agree; no time is
+ * free comes later; the counts of unmatched frees, double frees (peer -2) and never-freed
+ * allocations agree; no time is
  * more than 12 hours before the latest one so far (a bigger jump back is a midnight, so a time
  * that wrapped past 64 bits would show as one). */
 #include <devmm/devmm.h>
@@ -15,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     return 0;
   }
-  size_t open = 0, unmatched = 0;
+  size_t open = 0, unmatched = 0, twice = 0;
   uint64_t latest = 0, half_day = 43200ull * 1000000000ull;
   for (size_t i = 0; i < log->nevents; i++) {
     const devmm_log_event *e = &log->events[i];
@@ -25,6 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     if (e->time_ns > latest)
       latest = e->time_ns;
+    if (e->peer == -2) { /* a free of an address whose allocations were all freed */
+      if (e->action != DEVMM_LOG_FREE)
+        abort();
+      twice++;
+      continue;
+    }
     if (e->peer < 0) {
       open += e->action == DEVMM_LOG_ALLOCATE;
       unmatched += e->action == DEVMM_LOG_FREE;
@@ -40,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             : (p->action != DEVMM_LOG_ALLOCATE || e->peer >= (int64_t)i))
       abort();
   }
-  if (open != log->never_freed || unmatched != log->unmatched_frees)
+  if (open != log->never_freed || unmatched != log->unmatched_frees || twice != log->double_frees)
     abort();
   devmm_log_free(log);
   return 0;
