@@ -296,32 +296,15 @@ static void g_destroy(devmm_resource *self) {
   gpu_res_release(r);
 }
 
-const devmm_resource_ops gpu_ops = {
-    .struct_size = sizeof(devmm_resource_ops),
-    .allocate = g_allocate,
-    .deallocate = g_deallocate,
-    .mem_info = g_mem_info,
-    .copy = g_copy,
-    .memset = g_memset,
-    .stream_wait = g_stream_wait,
-    .synchronize = g_synchronize,
-    .destroy = g_destroy,
-};
-
-/* The same operations with prefetch: memory that moves (<gpu>.managed, .system, and .async
- * with pool = managed). */
-const devmm_resource_ops gpu_prefetch_ops = {
-    .struct_size = sizeof(devmm_resource_ops),
-    .allocate = g_allocate,
-    .deallocate = g_deallocate,
-    .mem_info = g_mem_info,
-    .copy = g_copy,
-    .memset = g_memset,
-    .stream_wait = g_stream_wait,
-    .synchronize = g_synchronize,
-    .destroy = g_destroy,
-    .prefetch = g_prefetch,
-};
+/* gpu_ops, and gpu_prefetch_ops: the same with prefetch, for memory that moves
+ * (<gpu>.managed, .system, and .async with pool = managed). */
+#define GPU_OPS                                                                                    \
+  .struct_size = sizeof(devmm_resource_ops), .allocate = g_allocate, .deallocate = g_deallocate,   \
+  .mem_info = g_mem_info, .copy = g_copy, .memset = g_memset, .stream_wait = g_stream_wait,        \
+  .synchronize = g_synchronize, .destroy = g_destroy
+const devmm_resource_ops gpu_ops = {GPU_OPS};
+const devmm_resource_ops gpu_prefetch_ops = {GPU_OPS, .prefetch = g_prefetch};
+#undef GPU_OPS
 
 /* The same operations with an IPC group: the device kind, and async pools made with ipc = true
  * (the core finds a group by the kind written in a handle: one table per kind). */
