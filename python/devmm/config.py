@@ -96,7 +96,9 @@ def init(config: Optional[str] = None) -> dict:
     counted at the first use of one (ADR 38): init initialises no GPU runtime, and such a
     device's failure is said at that use. A relative config path, and
     the relative plugin_path entries in it, are resolved now (plugin_path against the file's
-    directory; for ini text, against the working directory).
+    directory). Ini text is written to a temporary file first, so give it absolute paths: a
+    relative plugin_path there would resolve against the temporary directory (and is warned
+    about when no such directory exists there).
 
     >>> import devmm
     >>> devmm.init("[device cpu]\\nresource = cpu.malloc\\n")

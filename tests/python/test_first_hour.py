@@ -419,3 +419,18 @@ def test_a_device_past_its_plugin_s_last_says_how_many_it_has(tmp_path):
             devmm.empty(4, device="rocm:0")
     finally:
         devmm.init()
+
+
+def test_ini_text_with_a_relative_plugin_path_is_said(tmp_path, monkeypatch):
+    # what init's docstring promises: relative paths in ini text do not mean the working directory
+    import warnings
+    (tmp_path / "plug").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        devmm.init("[devmm]\nplugins = cpu\nplugin_path = plug\n")
+    try:
+        assert any("plugin_path entry" in str(w.message) and str(tmp_path) not in str(w.message)
+                   for w in said), [str(w.message) for w in said]
+    finally:
+        devmm.init()
