@@ -147,6 +147,9 @@ def main() -> int:
     if devmm.__version__ != importlib.metadata.version("devmm"):
         problems.append(f"devmm.__version__ {devmm.__version__} is not the installed "
                         f"distribution's {importlib.metadata.version('devmm')}")
+    commit = devmm.__git_commit__  # the sdist carries it (tools/dist-commit.sh): it has no .git
+    if len(commit) != 40 or set(commit) - set("0123456789abcdef"):
+        problems.append(f"devmm.__git_commit__ is {commit!r}, not the commit it was built from")
     lib = devmm._lib.LIBRARY_PATH
     if not lib.startswith(os.path.dirname(devmm.__file__) + os.sep):
         problems.append(f"libdevmm loaded from {lib}, not from the package")
