@@ -558,11 +558,15 @@ def _run(args) -> int:
         print(f"devmm timeline: cannot write: {e}", file=sys.stderr)
         return 1
     d = snap.aggregate(**opts)["devices"]
+    def count(n: int, what: str) -> str:  # "1 event", "2 events"
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
     for dev in d:
         before = dev["before"]
-        print(f"{dev['device']}: {dev['events']} events, {dev['allocations'] - before} "
-              "allocations, " + (f"{before} free{'s' if before > 1 else ''} of memory "
-                                 "allocated before the log began, " if before else "") +
+        print(f"{dev['device']}: {count(dev['events'], 'event')}, "
+              f"{count(dev['allocations'] - before, 'allocation')}, " +
+              (f"{count(before, 'free')} of memory allocated before the log began, "
+               if before else "") +
               f"peak {dev['peak']['bytes']} bytes at {dev['peak']['t_us'] / 1e6:.6f} s, "
               f"{len(dev['bands'])} drawn as bands")
         if dev["note"]:

@@ -758,6 +758,7 @@ def test_timeline_says_what_the_log_does_not(tmp_path):
                         str(tmp_path / "a.html")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "0 allocations, 1 free of memory allocated before the log began" in r.stdout, r.stdout
+    assert r.stdout.startswith("log.csv: 1 event, "), r.stdout  # not "1 events"
     d = from_log(lone, "cpu").aggregate()["devices"][0]
     assert "allocated before the log began" in d["note"], d["note"]
     # a free timestamped before its allocation: said in the note and on stderr
@@ -830,3 +831,14 @@ def test_a_free_of_another_size_than_its_allocation_is_noted(tmp_path):
     assert f"  {want}\n" in r.stdout, r.stdout
     doc = json.loads(replay(log, "--resource", "cpu.malloc", "--repeat", "1", "--json").stdout)
     assert doc["resized_frees"] == 1, doc
+
+
+def test_replay_summary_counts_in_the_singular_too(tmp_path):
+    log = tmp_path / "one.csv"
+    log.write_text("Thread,Time,Action,Pointer,Size,Stream\n"
+                   "1,10:00:00:000001,allocate,0x1000,100,(nil)\n"
+                   "1,10:00:00:000002,free,0x1000,100,(nil)\n")
+    r = replay(str(log), "--resource", "cpu.malloc", "--repeat", "1")
+    assert r.returncode == 0, r.stderr
+    assert "2 events (1 allocation, 1 free, 0 failed allocations) from 1 thread" in r.stdout, \
+        r.stdout

@@ -344,9 +344,10 @@ int main(int argc, char **argv) {
     }
     printf("]}\n");
   } else if (!rc) {
-    printf("%s: %zu events (%zu allocations, %zu frees, %zu failed allocations) from %zu "
+    printf("%s: %zu event%s (%zu allocation%s, %zu free%s, %zu failed allocation%s) from %zu "
            "thread%s\n",
-           path, log->nevents, nallocs, nfrees, nfailed, log->nthreads,
+           path, log->nevents, log->nevents == 1 ? "" : "s", nallocs, nallocs == 1 ? "" : "s",
+           nfrees, nfrees == 1 ? "" : "s", nfailed, nfailed == 1 ? "" : "s", log->nthreads,
            log->nthreads == 1 ? "" : "s");
     if (log->unmatched_frees || log->never_freed)
       printf("  %zu free%s of memory allocated before the log began (skipped), %zu allocation%s "
