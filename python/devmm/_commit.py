@@ -1,7 +1,9 @@
 """``devmm.__git_commit__``, as RMM has ``rmm.__git_commit__``: the commit this devmm was built
 from. An installed package has it from Meson (``_build_config.GIT_COMMIT``, stamped when the
-build was configured); a source checkout reads its own ``.git`` (no ``git`` run); anything else
-says ``"unknown"`` (an sdist, a tree without its history).
+build was configured: from ``git``, or in a source archive from the ``.git-commit`` that
+``tools/dist-commit.sh`` wrote into it, so a wheel built from the sdist has it too); a source
+checkout reads its own ``.git`` (no ``git`` run); anything else says ``"unknown"`` (a tree
+without its history).
 
 >>> import devmm
 >>> c = devmm.__git_commit__; c == "unknown" or len(c) == 40
