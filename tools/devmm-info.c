@@ -166,17 +166,16 @@ int main(int argc, char **argv) {
     devmm_plugin_get(i, &p);
     failed_plugins += !p.loaded;
   }
-  /* a device's error that is the file's (file:line: a refused option value of a device built
-   * once its plugin counted its devices, ADR 38) makes the configuration invalid: exit 1 */
-  const char *source = devmm_config_source();
-  size_t sl = source ? strlen(source) : 0;
+  /* a device's error that is the file's (a refused option value of a device built once its
+   * plugin counted its devices, ADR 38) makes the configuration invalid: exit 1 */
   char file_error[1024] = "";
   for (size_t i = 0; i < nd; i++) {
     devmm_device_status d;
     devmm_device_get(i, &d);
     failed_devices += *d.error != '\0';
-    if (!*file_error && sl && strncmp(d.error, source, sl) == 0 && d.error[sl] == ':')
-      snprintf(file_error, sizeof file_error, "%s", d.error);
+    const char *fe = devmm_device_config_error(i);
+    if (!*file_error && fe)
+      snprintf(file_error, sizeof file_error, "%s", fe);
   }
   size_t nw = 0; /* the configuration's warnings (said on stderr when it was read) */
   while (devmm_config_warning(nw))

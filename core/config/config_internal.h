@@ -102,6 +102,7 @@ typedef struct {
   devmm__plugin *plugin;
   devmm_resource *resource; /* NULL if it could not be built */
   char *stack, *error;
+  int file_error; /* error is the file's (file:line), found when the device was counted */
 } devmm__dstate;
 
 typedef struct {

@@ -79,6 +79,14 @@ int devmm_device_get(size_t i, devmm_device_status *out) {
   return DEVMM_OK;
 }
 
+const char *devmm_device_config_error(size_t i) {
+  devmm__ensure_devices();
+  const devmm__state *s = devmm__state_lock();
+  const char *e = s && i < s->ndevices && s->devices[i].file_error ? s->devices[i].error : NULL;
+  devmm__state_unlock();
+  return e;
+}
+
 const char *devmm_kind_name(size_t i) {
   devmm__ensure_init();
   const char *name = NULL;

@@ -198,8 +198,10 @@ static size_t build_lazy_devices(devmm__state *s, devmm__plugin *p, devmm__regis
     ds->info = p->devices[k];
     ds->plugin = p;
     building = s;
-    if (devmm__build_device(s, ds) != DEVMM_OK && !ds->error)
+    if (devmm__build_device(s, ds) != DEVMM_OK && !ds->error) {
       ds->error = devmm__strdup(devmm_last_error());
+      ds->file_error = 1; /* devmm_device_config_error */
+    }
     building = NULL;
     if (ds->error) {
       char name[32];

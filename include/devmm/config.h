@@ -65,6 +65,10 @@ DEVMM_API int devmm_plugin_get(size_t i, devmm_plugin_status *out);
 DEVMM_API size_t devmm_device_count(void);
 /* Status of device i (strings live until the next devmm_init/devmm_shutdown). */
 DEVMM_API int devmm_device_get(size_t i, devmm_device_status *out);
+/* Device i's error if it is the configuration file's ("file:line: ...", a refused value found
+ * when a device counted on first use was counted, ADR 38), else NULL; lives as devmm_device_get's.
+ */
+DEVMM_API const char *devmm_device_config_error(size_t i);
 /* The resource kinds of loaded plugins: name of kind i, or NULL past the end. */
 DEVMM_API const char *devmm_kind_name(size_t i);
 typedef struct devmm_kind_status {

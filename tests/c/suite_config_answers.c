@@ -155,6 +155,46 @@ START_TEST(config_section_for_a_lazy_device_nobody_has) {
 }
 END_TEST
 
+/* Which device errors are the file's: a refused option value found when a lazily counted
+ * device is first counted is (file:line, devmm-info exits 1 on it), a device's runtime refusal
+ * is not, even when its text starts as a file error would (devmm_device_config_error). */
+START_TEST(config_device_error_is_the_files_or_the_devices) {
+  isolate();
+  const char *p = write_temp("[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 2\n"
+                             "pageable_access = false\n"
+                             "[device sim:0]\nresource = sim.system\nheadroom = lots\n"
+                             "[device sim:1]\nresource = sim.system\n");
+  char path[TESTRES_PATH_MAX];
+  snprintf(path, sizeof path, "%s", p);
+  ck_assert_msg(devmm_init(path) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_ptr_null(devmm_device_config_error(99)); /* past the end: none */
+  size_t nd = devmm_device_count(), seen = 0;
+  for (size_t i = 0; i < nd; i++) {
+    devmm_device_status d;
+    ck_assert_int_eq(devmm_device_get(i, &d), DEVMM_OK);
+    const char *fe = devmm_device_config_error(i);
+    if (d.info.device.device_type == DEVMM_DEVICE_CPU) {
+      ck_assert_ptr_null(fe);
+      continue;
+    }
+    seen++;
+    ck_assert_msg(*d.error, "sim:%d has no error", (int)d.info.device.device_id);
+    if (d.info.device.device_id == 0) { /* the file's: headroom = lots, line 8 */
+      ck_assert_ptr_nonnull(fe);
+      ck_assert_str_eq(fe, d.error);
+      char want[TESTRES_PATH_MAX + 8];
+      snprintf(want, sizeof want, "%s:8: ", path);
+      ck_assert_msg(strncmp(fe, want, strlen(want)) == 0, "%s", fe);
+    } else { /* the device's: sim.system refused at run time */
+      ck_assert_msg(strstr(d.error, "pageable"), "%s", d.error);
+      ck_assert_ptr_null(fe);
+    }
+  }
+  ck_assert_uint_eq(seen, 2);
+  unlink(path);
+}
+END_TEST
+
 /* A DEVMM_PLUGIN_PATH entry that does not exist is named in a warning, once. */
 START_TEST(config_plugin_path_entry_missing) {
   isolate();
@@ -246,6 +286,7 @@ Suite *config_answers_suite(void) {
   tcase_add_test(tc, config_inline_comments);
   tcase_add_test(tc, config_section_for_a_device_nobody_has);
   tcase_add_test(tc, config_section_for_a_lazy_device_nobody_has);
+  tcase_add_test(tc, config_device_error_is_the_files_or_the_devices);
   tcase_add_test(tc, config_plugin_path_entry_missing);
   tcase_add_test(tc, config_plugin_path_config_entry_missing);
   tcase_add_test(tc, config_tracking_history);
