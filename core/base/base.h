@@ -45,6 +45,22 @@ uint64_t devmm__thread_id(void);
 /* What a file of st_mode mode is, for a message: "a directory", "a FIFO", ... */
 const char *devmm__file_type(unsigned mode);
 
+/* ================================================================ outfile.c */
+
+/* How a file devmm writes is opened (ADR 42): what its messages say and what it accepts. */
+typedef struct {
+  const char *refusing;      /* "logging adaptor: refusing log file" ('path': why: expected) */
+  const char *cannot;        /* "logging adaptor: cannot open log file" ('path' for writing: ...) */
+  const char *expected_file; /* said of a FIFO, a directory, ... */
+  unsigned mode;             /* of a new file */
+  int char_devices;          /* a character device (/dev/null) is accepted */
+} devmm__output_rules;
+struct stat;
+/* path opened for writing by rules, not truncated: *fd (blocking) and its fstat *st; the error
+ * set on a refusal. */
+int devmm__open_output(const char *path, const devmm__output_rules *rules, int *fd,
+                       struct stat *st);
+
 /* ================================================================ error.c */
 
 /* Changes with every devmm_set_error/devmm_clear_error of this thread. */

@@ -256,6 +256,7 @@ _SIGNATURES = {
     "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
     "devmm_init": (c_int, [c_char_p]),
     "devmm_ffi_init": (c_int, [c_char_p, POINTER(c_void_p)]),
+    "devmm_ffi_open_page": (c_int, [c_char_p, POINTER(c_int)]),
     "devmm_shutdown": (None, []),
     "devmm_is_initialized": (c_int, []),
     "devmm_config_source": (c_char_p, []),

@@ -32,9 +32,7 @@ its sources and the command line.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
-import stat
 import sys
 import time
 
@@ -171,120 +169,15 @@ class Snapshot:
 
 
 def _write(path: str, text: str) -> None:
-    """Writes a page by log_file's rules (ADR 42): no link at the end of the path, none on the
-    way unless root's or this user's and to a directory of theirs, no '..' after a link; only a
-    regular file of this user's with one name, or a new one (0644: a page is for reading)."""
-    fd = _open_page(path)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    """Writes a page by log_file's rules (ADR 42, one implementation in C: core/base/outfile.c):
+    no link at the end of the path, none on the way unless root's or this user's and to a
+    directory of theirs, no '..' after a link; only a regular file of this user's with one name,
+    or a new one (0644: a page is for reading). A refusal is an OSError that says why."""
+    fd = ctypes.c_int(-1)
+    if _lib.ffi_open_page(os.fsencode(path), ctypes.byref(fd)):
+        raise OSError(_lib.last_error().decode(errors="replace"))
+    with os.fdopen(fd.value, "w", encoding="utf-8") as f:
         f.write(text)
-
-
-_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_LINKS_EXPECTED = "expected a path whose links are root's or this user's, to directories of theirs"
-
-
-def _refused(path: str, why: str, expected: str) -> OSError:
-    return OSError(f"refusing to write '{path}': {why}: {expected}")
-
-
-def _open_page(path: str) -> int:
-    """path opened for writing, checked on its descriptor and truncated after the checks."""
-    head, sep, name = path.rpartition("/")
-    dirfd = _resolve_dir(path, None, head + sep if head or sep else "", "", [0])
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    try:
-        fd = os.open(name or ".", flags, 0o644, dir_fd=dirfd)
-    except OSError as e:
-        try:
-            mode = os.stat(name or ".", dir_fd=dirfd, follow_symlinks=False).st_mode
-        except OSError:
-            raise e from None
-        # ELOOP, or EACCES in a sticky directory of another user's link (the kernel's check)
-        if e.errno in (errno.ELOOP, errno.EACCES) and stat.S_ISLNK(mode):
-            raise _refused(path, "it is a symbolic link, which devmm does not follow",
-                           "name the file itself") from None
-        if e.errno in (errno.ENXIO, errno.EISDIR):  # ENXIO: a FIFO without a reader, a socket
-            raise _refused(path, f"it is {_file_type(mode)}",
-                           "expected a regular file of this user's, or a new name") from None
-        raise
-    finally:
-        os.close(dirfd)
-    st, uid = os.fstat(fd), os.geteuid()
-    why = expected = ""
-    if not stat.S_ISREG(st.st_mode):
-        why, expected = (f"it is {_file_type(st.st_mode)}",
-                         "expected a regular file of this user's, or a new name")
-    elif st.st_uid != uid:
-        why, expected = (f"it is owned by uid {st.st_uid}, not by this user (uid {uid})",
-                         "expected a file of this user's, or a new name")
-    elif st.st_nlink != 1:
-        why, expected = f"it has {st.st_nlink} names (hard links)", "expected a file with one name"
-    if why:
-        os.close(fd)
-        raise _refused(path, why, expected)
-    os.set_blocking(fd, True)
-    os.ftruncate(fd, 0)
-    return fd
-
-
-def _resolve_dir(path: str, at: Optional[int], d: str, shown: str, links: list) -> int:
-    """An O_PATH descriptor of directory d, resolved from at (None: the working directory) a
-    component at a time as core/adaptors/logging.c's resolve_dir does; links[0] counts links."""
-    cur = os.open("/" if d.startswith("/") else ".", _DIR_FLAGS,
-                  dir_fd=None if d.startswith("/") else at)
-    last_link = ""
-    try:
-        parts = d.split("/")
-        for i, comp in enumerate(parts):
-            here = shown + "/".join(parts[:i + 1])
-            if comp in ("", "."):
-                continue
-            if comp == ".." and last_link:
-                raise _refused(path, f"'..' after the symbolic link '{last_link}'",
-                               "expected no '..' after a link (it climbs out of the link's "
-                               "target)")
-            try:
-                nxt = os.open(comp, _DIR_FLAGS, dir_fd=cur)
-            except OSError as e:
-                try:
-                    st = os.stat(comp, dir_fd=cur, follow_symlinks=False)
-                except OSError:
-                    raise e from None
-                if not stat.S_ISLNK(st.st_mode):
-                    raise
-                nxt = _follow(path, cur, comp, here, st.st_uid, links)
-                last_link = here
-            os.close(cur)
-            cur = nxt
-        return cur
-    except BaseException:
-        os.close(cur)
-        raise
-
-
-def _follow(path: str, at: int, comp: str, here: str, owner: int, links: list) -> int:
-    """The directory that link comp (in at, named here) leads to, if ADR 42's rule allows."""
-    uid = os.geteuid()
-    if owner not in (0, uid):
-        raise _refused(path, f"'{here}' is a symbolic link owned by uid {owner}, not by root or "
-                       f"this user (uid {uid})", _LINKS_EXPECTED)
-    links[0] += 1
-    if links[0] > 40:
-        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
-    nxt = _resolve_dir(path, at, os.readlink(comp, dir_fd=at), here + " -> ", links)
-    owner = os.fstat(nxt).st_uid
-    if owner not in (0, uid):
-        os.close(nxt)
-        raise _refused(path, f"'{here}' is a symbolic link to a directory owned by uid {owner}, "
-                       f"not by root or this user (uid {uid})", _LINKS_EXPECTED)
-    return nxt
-
-
-def _file_type(mode: int) -> str:
-    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a character device"
-            if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
-            else "not a regular file")
 
 
 # ----------------------------------------------------------------------------- sources

@@ -521,6 +521,14 @@ def test_timeline_output_is_never_turned_against_its_user(tmp_path):
         snap.save_svg(str(fifo))
     assert str(e.value) == (f"refusing to write '{fifo}': it is a FIFO: expected a regular file "
                             "of this user's, or a new name")
+    with pytest.raises(OSError) as e:  # a log may go to /dev/null; a page is a file
+        snap.save_svg("/dev/null")
+    assert str(e.value) == ("refusing to write '/dev/null': it is a character device: expected a "
+                            "regular file of this user's, or a new name")
+    with pytest.raises(OSError) as e:
+        snap.save_svg(str(tmp_path / "no-such-dir" / "page.svg"))
+    assert str(e.value) == (f"cannot open '{tmp_path}/no-such-dir/page.svg' for writing: No such "
+                            "file or directory")
     new = tmp_path / "new.svg"
     snap.save_svg(str(new))
     assert (new.stat().st_mode & 0o777) == 0o644 & ~_umask()
@@ -533,7 +541,8 @@ def test_timeline_output_is_never_turned_against_its_user(tmp_path):
         with pytest.raises(OSError) as e:
             snap.save_html(str(theirs))
         assert str(e.value) == (f"refusing to write '{theirs}': it is owned by uid 4242, not by "
-                                "this user (uid 0): expected a file of this user's, or a new name")
+                                "this user (uid 0): expected a file of this user's, or a new name (created "
+                                "with mode 0644)")
         assert theirs.read_text() == "planted\n"
         # uid 4242's directory on the way, with uid 4242's link in it to a directory of root's
         alice = tmp_path / "alice"
