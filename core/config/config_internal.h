@@ -150,6 +150,9 @@ void devmm__state_building(devmm__state *s);
 /* lookup.c: reads the configuration at path (NULL: DEVMM_CONFIG, XDG, the installed one, else
  * the built-in default) into *c; DEVMM_ECONFIG/DEVMM_EIO with the message on failure. */
 int devmm__config_load(const char *path, devmm__config *c);
+/* lookup.c: the len bytes of devmm.ini text into *c, named name in messages ("<ini text>" if
+ * NULL); relative plugin_path entries start at the working directory (devmm_init_text). */
+int devmm__config_load_text(const char *text, size_t len, const char *name, devmm__config *c);
 /* lookup.c: the plugin path (DEVMM_PLUGIN_PATH from the working directory now, plugin_path, the
  * installed directory): a new NULL-terminated list (free with devmm__free_list), or NULL with
  * the error set. */

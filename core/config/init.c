@@ -269,11 +269,18 @@ void devmm__ensure_devices(void) {
   pthread_mutex_unlock(&init_lock);
 }
 
-static int build(const char *path, devmm__state **out) {
+/* What to read: a path (NULL: the lookup), or text given in memory (devmm_init_text). */
+typedef struct {
+  const char *path, *text, *name;
+  size_t len;
+} config_from;
+
+static int build(const config_from *from, devmm__state **out) {
   devmm__state *s = calloc(1, sizeof *s);
   if (!s)
     return devmm_set_error(DEVMM_ENOMEM, "out of memory");
-  int rc = devmm__config_load(path, &s->c);
+  int rc = from->text ? devmm__config_load_text(from->text, from->len, from->name, &s->c)
+                      : devmm__config_load(from->path, &s->c);
   if (!rc && s->c.log_level >= 0)
     devmm__diag_set_level(s->c.log_level);
   building = s;
@@ -311,14 +318,14 @@ static devmm__state *swap_state(devmm__state *s) {
   return old;
 }
 
-static int init(const char *path, int lazy) {
+static int init(const config_from *from, int lazy) {
   pthread_mutex_lock(&init_lock);
   if (lazy && atomic_load(&initialized)) { /* another thread got there first */
     pthread_mutex_unlock(&init_lock);
     return DEVMM_OK;
   }
   devmm__state *s = NULL;
-  int rc = build(path, &s);
+  int rc = build(from, &s);
   if (rc) {
     pthread_mutex_unlock(&init_lock);
     return rc;
@@ -341,7 +348,13 @@ static int init(const char *path, int lazy) {
   return DEVMM_OK;
 }
 
-int devmm_init(const char *path) { return init(path, 0); }
+int devmm_init(const char *path) { return init(&(config_from){.path = path}, 0); }
+
+int devmm_init_text(const char *text, size_t len, const char *name) {
+  if (!text)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_init_text: text is NULL");
+  return init(&(config_from){.text = text, .len = len, .name = name}, 0);
+}
 
 void devmm_shutdown(void) {
   pthread_mutex_lock(&init_lock);
@@ -355,7 +368,7 @@ void devmm_shutdown(void) {
 int devmm_is_initialized(void) { return atomic_load(&initialized); }
 
 int devmm__ensure_init(void) {
-  int rc = atomic_load(&initialized) ? DEVMM_OK : init(NULL, 1);
+  int rc = atomic_load(&initialized) ? DEVMM_OK : init(&(config_from){0}, 1);
   if (rc != DEVMM_OK)
     devmm__diag(DEVMM_LOG_ERROR, NULL, "initialisation failed: %s", devmm_last_error());
   return rc; /* the message stays this thread's: devmm_info_json answers it (test_first_hour) */

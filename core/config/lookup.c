@@ -130,6 +130,20 @@ int devmm__config_load(const char *path, devmm__config *c) {
   return rc;
 }
 
+int devmm__config_load_text(const char *text, size_t len, const char *name, devmm__config *c) {
+  if (!name)
+    name = "<ini text>";
+  if (len > MAX_FILE)
+    return devmm_set_error(DEVMM_ECONFIG, "%s: larger than 1 MiB: not a devmm.ini", name);
+  char *dir = absolute("."); /* relative plugin_path entries start at the working directory */
+  if (!dir)
+    return devmm_set_error(errno == ENOMEM ? DEVMM_ENOMEM : DEVMM_ECONFIG,
+                           "%s: cannot resolve the working directory: %s", name, strerror(errno));
+  int rc = devmm__config_parse(text, len, name, dir, c);
+  free(dir);
+  return rc;
+}
+
 /* The plugin search path, every entry absolute: $DEVMM_PLUGIN_PATH (a relative entry is taken
  * from the working directory now, at init), plugin_path (resolved against the configuration
  * file's directory when parsed), the installed directory. A new NULL-terminated list (free it

@@ -45,6 +45,14 @@ int devmm_ffi_init(const char *path, char **warnings) {
   return rc;
 }
 
+int devmm_ffi_init_text(const char *text, size_t len, const char *name, char **warnings) {
+  devmm__diag_capture(1);
+  int rc = devmm_init_text(text, len, name);
+  *warnings = devmm__diag_captured();
+  devmm__diag_capture(0);
+  return rc;
+}
+
 uint32_t devmm_ffi_dtype_pack(devmm_dtype t) {
   return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16;
 }

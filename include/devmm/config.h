@@ -26,13 +26,17 @@ extern "C" {
  * is recorded (see devmm_plugin_get) and logged; the others keep working. Calling it again
  * re-initialises. */
 DEVMM_API int devmm_init(const char *path);
+/* devmm_init from the len bytes of a devmm.ini's text in memory; name stands for it in messages
+ * and as devmm_config_source ("<ini text>" if NULL). Relative plugin_path entries start at the
+ * working directory now. */
+DEVMM_API int devmm_init_text(const char *text, size_t len, const char *name);
 /* Clears the current resources devmm_init set (ones the user set stay) and forgets the
  * configuration; plugins stay loaded until exit. */
 DEVMM_API void devmm_shutdown(void);
 /* 1 once devmm_init succeeded (explicitly or lazily), else 0. */
 DEVMM_API int devmm_is_initialized(void);
-/* The configuration in use: its path, or "built-in default" ("" before init); valid until the
- * next devmm_init or devmm_shutdown. */
+/* The configuration in use: its path, the name given to devmm_init_text, or "built-in default"
+ * ("" before init); valid until the next devmm_init or devmm_shutdown. */
 DEVMM_API const char *devmm_config_source(void);
 /* The configuration's warning i ("file:line: ...": something it says that has no effect, such as
  * a section for a device no plugin has), or NULL past the end; valid as devmm_config_source.

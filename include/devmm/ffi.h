@@ -26,6 +26,9 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
  * without a resource, ...) returned in *warnings instead, one "[who: ]warning: text" per line
  * (free with devmm_string_free; NULL if none), so that a front end says each once its own way. */
 DEVMM_API int devmm_ffi_init(const char *path, char **warnings);
+/* The same for devmm_init_text (devmm.ini text in memory, named name in messages). */
+DEVMM_API int devmm_ffi_init_text(const char *text, size_t len, const char *name,
+                                  char **warnings);
 /* path opened for writing a page (a timeline's HTML or SVG) by the rules devmm opens its log
  * files by (ADR 42; a new file 0644, no character device), truncated after the checks: *fd, which
  * the caller closes. A refusal says why ("refusing to write 'path': ..."). */

@@ -16,14 +16,15 @@
 
 static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
 
-/* stderr of devmm_init(path) (and its status in *rc), in a static buffer. */
-static const char *init_stderr(const char *path, int *rc) {
+/* stderr of devmm_init(path), or of devmm_init_text when text (and its status in *rc), in a
+ * static buffer. */
+static const char *init_stderr_of(const char *path, int text, int *rc) {
   char log[TESTRES_PATH_MAX];
   int fd = testres_mkstemp(log, sizeof log, "stderr");
   fflush(stderr);
   int saved = dup(2);
   ck_assert_int_eq(dup2(fd, 2), 2);
-  *rc = devmm_init(path);
+  *rc = text ? devmm_init_text(path, strlen(path), "my text") : devmm_init(path);
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -31,6 +32,13 @@ static const char *init_stderr(const char *path, int *rc) {
   const char *got = slurp_all(log);
   unlink(log);
   return got;
+}
+
+/* devmm_init(path), and its stderr. */
+static const char *init_stderr(const char *path, int *rc) { return init_stderr_of(path, 0, rc); }
+/* devmm_init_text(text, strlen(text), "my text"), and its stderr. */
+static const char *init_text_stderr(const char *text, int *rc) {
+  return init_stderr_of(text, 1, rc);
 }
 
 static const char *cpu_stack(void) {
@@ -195,6 +203,37 @@ START_TEST(config_device_error_is_the_files_or_the_devices) {
 }
 END_TEST
 
+/* devmm.ini text given in memory (devmm_init_text): its name stands for it in messages and as
+ * the source, relative plugin_path entries start at the working directory, and nothing is
+ * written to a file on the way (python devmm.init(text) uses it). */
+START_TEST(config_init_text_is_named_and_resolved_from_the_working_directory) {
+  isolate();
+  const char *bad = "[device cpu]\nresource = cpu.malloc\nlimit = lots\n";
+  ck_assert_int_eq(devmm_init_text(bad, strlen(bad), "<ini text>"), DEVMM_ECONFIG);
+  ck_assert_msg(strncmp(devmm_last_error(), "<ini text>:3: ", 14) == 0, "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_init_text(NULL, 0, "x"), DEVMM_EINVAL);
+  ck_assert_str_eq(devmm_last_error(), "devmm_init_text: text is NULL");
+  char *big = malloc((1 << 20) + 2);
+  ck_assert_ptr_nonnull(big);
+  memset(big, '#', (1 << 20) + 1);
+  ck_assert_int_eq(devmm_init_text(big, (1 << 20) + 1, NULL), DEVMM_ECONFIG);
+  ck_assert_str_eq(devmm_last_error(), "<ini text>: larger than 1 MiB: not a devmm.ini");
+  free(big);
+  char cwd[TESTRES_PATH_MAX], want[TESTRES_PATH_MAX + 256];
+  ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+  const char *text = "[devmm]\nlog_level = warn\nplugins = cpu\nplugin_path = no-such-plugins\n";
+  int rc;
+  const char *got = init_text_stderr(text, &rc); /* the text's length, not its NUL, counts */
+  ck_assert_msg(rc == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_str_eq(devmm_config_source(), "my text");
+  snprintf(want, sizeof want,
+           "devmm: warning: my text: plugin_path entry '%s/no-such-plugins' does not exist: "
+           "expected a directory of devmm-<name>.so plugins\n",
+           strcmp(cwd, "/") ? cwd : "");
+  ck_assert_msg(strstr(got, want), "%s", got);
+}
+END_TEST
+
 /* A DEVMM_PLUGIN_PATH entry that does not exist is named in a warning, once. */
 START_TEST(config_plugin_path_entry_missing) {
   isolate();
@@ -287,6 +326,7 @@ Suite *config_answers_suite(void) {
   tcase_add_test(tc, config_section_for_a_device_nobody_has);
   tcase_add_test(tc, config_section_for_a_lazy_device_nobody_has);
   tcase_add_test(tc, config_device_error_is_the_files_or_the_devices);
+  tcase_add_test(tc, config_init_text_is_named_and_resolved_from_the_working_directory);
   tcase_add_test(tc, config_plugin_path_entry_missing);
   tcase_add_test(tc, config_plugin_path_config_entry_missing);
   tcase_add_test(tc, config_tracking_history);
