@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+/* One lazy initialisation at a time, taken before init_lock: the threads that miss while one
+ * initialises wait for its outcome (on_registry_miss). */
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The state this thread's devmm_init is building, or the current one while this thread holds
  * state_lock for an on-demand load: what host->device_total reads without taking a lock. */
 static _Thread_local devmm__state *building;
@@ -433,19 +436,26 @@ static void explain(const devmm__state *s, devmm_device device, char *why, size_
 }
 
 /* The registry's miss hook: initialise lazily, once; then say why device has no resource.
- * Returns 1 when this call initialised devmm (the registry looks again). */
+ * Returns 1 when devmm is initialised now, by this call or by the other thread's lazy init it
+ * waited for (the registry looks again): a thread that misses while another initialises must
+ * not answer "no current resource" meanwhile (test_first_calls_from_threads_bind_ctypes_once_
+ * for_all). Not from inside a build or an on-demand load: this thread holds a lock init takes. */
 static int on_registry_miss(devmm_device device, char *why, size_t cap) {
   int fresh = 0;
-  if (!atomic_load(&initialized) && !atomic_exchange(&lazy_tried, 1)) {
-    devmm__ensure_init();
-    fresh = atomic_load(&initialized);
-    if (!fresh) {
-      char saved[DEVMM__MSG_MAX];
-      snprintf(saved, sizeof saved, "%s", devmm_last_error());
-      pthread_mutex_lock(&state_lock);
-      snprintf(lazy_error, sizeof lazy_error, "%s", saved);
-      pthread_mutex_unlock(&state_lock);
+  if (!atomic_load(&initialized) && !building) {
+    pthread_mutex_lock(&lazy_lock);
+    if (!atomic_load(&initialized) && !atomic_exchange(&lazy_tried, 1)) {
+      devmm__ensure_init();
+      if (!atomic_load(&initialized)) {
+        char saved[DEVMM__MSG_MAX];
+        snprintf(saved, sizeof saved, "%s", devmm_last_error());
+        pthread_mutex_lock(&state_lock);
+        snprintf(lazy_error, sizeof lazy_error, "%s", saved);
+        pthread_mutex_unlock(&state_lock);
+      }
     }
+    pthread_mutex_unlock(&lazy_lock);
+    fresh = atomic_load(&initialized);
   }
   /* a device of a type whose plugin counts its devices on first use: count them now (not from
    * inside a build: this thread holds init_lock then) */

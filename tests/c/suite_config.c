@@ -5,6 +5,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,6 +458,37 @@ START_TEST(config_lazy_init_on_first_use) {
 }
 END_TEST
 
+/* Threads that miss at once before any init: one initialises, the others wait for it and find
+ * the resource (before, they answered "no current resource for device cpu" meanwhile). */
+#define LAZY_THREADS 8
+static pthread_barrier_t lazy_go;
+
+static void *lazy_first_use(void *arg) {
+  devmm_resource *r = NULL;
+  pthread_barrier_wait(&lazy_go);
+  *(int *)arg = devmm_get_current_resource(CPU, &r);
+  if (r)
+    devmm_resource_release(r);
+  return NULL;
+}
+
+START_TEST(config_lazy_init_from_threads_at_once) {
+  isolate();
+  ck_assert_int_eq(devmm_is_initialized(), 0);
+  pthread_t t[LAZY_THREADS];
+  int rc[LAZY_THREADS];
+  pthread_barrier_init(&lazy_go, NULL, LAZY_THREADS);
+  for (int i = 0; i < LAZY_THREADS; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, lazy_first_use, &rc[i]), 0);
+  for (int i = 0; i < LAZY_THREADS; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&lazy_go);
+  for (int i = 0; i < LAZY_THREADS; i++)
+    ck_assert_msg(rc[i] == DEVMM_OK, "thread %d: status %d", i, rc[i]);
+  ck_assert_int_eq(devmm_is_initialized(), 1);
+}
+END_TEST
+
 START_TEST(parse_sizes) {
   struct {
     const char *text;
@@ -587,6 +619,7 @@ Suite *config_suite(void) {
   tcase_add_test(tc, config_relative_paths);
   tcase_add_test(tc, config_log_file_and_lazy_failure);
   tcase_add_test(tc, config_lazy_init_on_first_use);
+  tcase_add_loop_test(tc, config_lazy_init_from_threads_at_once, 0, 20);
   tcase_add_test(tc, parse_sizes);
   tcase_add_test(tc, format_sizes);
   suite_add_tcase(s, tc);
