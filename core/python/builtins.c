@@ -313,6 +313,54 @@ static pyobject *f_constants(pyobject *self, pyobject *const *args, py_ssize_t n
   return d;
 }
 
+/* version() -> str: devmm_version(), for `import devmm` without ctypes (ADR 45) */
+static pyobject *f_version(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
+  (void)self, (void)args;
+  return devmm__py_arity(nargs, 0, "version") ? devmm__py.unicode_from_format("%s", devmm_version())
+                                              : NULL;
+}
+
+/* callbacks_disable(): devmm_callbacks_disable(), which devmm registers with atexit */
+static pyobject *f_callbacks_disable(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
+  (void)self, (void)args;
+  if (!devmm__py_arity(nargs, 0, "callbacks_disable"))
+    return NULL;
+  devmm_callbacks_disable();
+  return devmm__py_none_ref();
+}
+
+/* dtype(name: bytes) -> (code, bits, lanes, itemsize, packed) of devmm_dtype_parse, or None
+ * (devmm's error set: an unknown name, or one with a NUL byte) */
+static pyobject *f_dtype(pyobject *self, pyobject *const *args, py_ssize_t nargs) {
+  (void)self;
+  char *name;
+  py_ssize_t n;
+  if (!devmm__py_arity(nargs, 1, "dtype") ||
+      devmm__py.bytes_as_string_and_size(args[0], &name, &n) < 0)
+    return NULL; /* TypeError (not bytes), set by CPython */
+  devmm_dtype t;
+  if ((size_t)n != strlen(name)) {
+    devmm_set_error(DEVMM_EINVAL,
+                    "dtype: the name has a NUL byte at %zu: expected a name such "
+                    "as \"float32\"",
+                    strlen(name));
+    return devmm__py_none_ref();
+  }
+  if (devmm_dtype_parse(name, &t) != DEVMM_OK)
+    return devmm__py_none_ref();
+  long long v[5] = {t.code, t.bits, t.lanes, (long long)devmm_dtype_itemsize(t),
+                    (long long)devmm_ffi_dtype_pack(t)};
+  pyobject *out = devmm__py.tuple_new(5);
+  for (py_ssize_t i = 0; out && i < 5; i++) {
+    pyobject *item = devmm__py.from_long_long(v[i]);
+    if (!item || devmm__py.tuple_set_item(out, i, item) < 0) { /* set_item steals item */
+      devmm__py.decref(out);
+      out = NULL;
+    }
+  }
+  return out;
+}
+
 static method_def functions[] = {
     {"empty", (void *)f_empty, METH_FASTCALL, "A new tensor capsule (devmm_ffi_tensor_empty)."},
     {"own_tensor", (void *)f_own_tensor, METH_FASTCALL, "Takes over a devmm_tensor *."},
@@ -327,6 +375,9 @@ static method_def functions[] = {
     {"dlpack", (void *)f_dlpack, METH_FASTCALL, "A DLPack capsule of a tensor capsule."},
     {"callbacks", (void *)devmm__py_callbacks, METH_FASTCALL, "Trampolines of a Python resource."},
     {"constants", (void *)f_constants, METH_FASTCALL, "The C constants, by name."},
+    {"version", (void *)f_version, METH_FASTCALL, "devmm_version() as a str."},
+    {"dtype", (void *)f_dtype, METH_FASTCALL, "(code, bits, lanes, itemsize, packed) of a name."},
+    {"callbacks_disable", (void *)f_callbacks_disable, METH_FASTCALL, "devmm_callbacks_disable()."},
 };
 
 void *devmm_ffi_python_function(const char *name) {

@@ -56,6 +56,8 @@ static const struct {
     SYM(tuple_type, "PyTuple_Type"),
     SYM(capsule_type, "PyCapsule_Type"),
     SYM(bool_true, "_Py_TrueStruct"),
+    SYM(bytes_as_string_and_size, "PyBytes_AsStringAndSize"),
+    SYM(module_create, "PyModule_Create2"),
 #undef SYM
 };
 

@@ -9,6 +9,7 @@
  *   array_export.c  the ArrayExport type (a buffer-protocol object holding a tensor's memory)
  *   trampolines.c   Python-defined resources: C trampolines calling Python functions
  *   ffi.c           the plain-C entry points for foreign-function front ends (ffi.h)
+ *   module.c        libdevmm as the extension module devmm._libdevmm (ADR 45)
  * Every built-in runs with the GIL held; the trampolines take it. Uses every layer below. */
 #ifndef DEVMM_PYTHON_INTERNAL_H
 #define DEVMM_PYTHON_INTERNAL_H
@@ -70,6 +71,8 @@ typedef struct {
   pyobject **value_error;                                      /* &PyExc_ValueError */
   pyobject *long_type, *bool_type, *tuple_type, *capsule_type; /* &PyLong_Type, ... */
   pyobject *bool_true;                                         /* &_Py_TrueStruct */
+  int (*bytes_as_string_and_size)(pyobject *, char **, py_ssize_t *);
+  pyobject *(*module_create)(void *, int); /* PyModule_Create2 (module.c) */
   /* optional (3.12+): the pending exception as one object */
   pyobject *(*err_get_raised)(void);
   void (*err_set_raised)(pyobject *);

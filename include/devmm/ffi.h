@@ -27,8 +27,7 @@ DEVMM_API devmm_tensor *devmm_ffi_tensor_empty(devmm_resource *r, int64_t device
  * (free with devmm_string_free; NULL if none), so that a front end says each once its own way. */
 DEVMM_API int devmm_ffi_init(const char *path, char **warnings);
 /* The same for devmm_init_text (devmm.ini text in memory, named name in messages). */
-DEVMM_API int devmm_ffi_init_text(const char *text, size_t len, const char *name,
-                                  char **warnings);
+DEVMM_API int devmm_ffi_init_text(const char *text, size_t len, const char *name, char **warnings);
 /* path opened for writing a page (a timeline's HTML or SVG) by the rules devmm opens its log
  * files by (ADR 42; a new file 0644, no character device), truncated after the checks: *fd, which
  * the caller closes. A refusal says why ("refusing to write 'path': ..."). */
@@ -52,10 +51,17 @@ DEVMM_API uint32_t devmm_ffi_dtype_pack(devmm_dtype dtype);
  *   dlpack(tensor capsule, flags, versioned[, as_cpu]) -> "dltensor[_versioned]" capsule | None
  *   callbacks(allocate, deallocate) -> (alloc_fn, free_fn, destroy_fn, user): C trampolines
  *         calling two Python functions, for devmm_callback_resource_create
- *   constants() -> {name: value} of devmm's C constants
+ *   constants() -> {name: value} of devmm's C constants;  version() -> devmm_version() as str
+ *   dtype(name bytes) -> (code, bits, lanes, itemsize, packed) | None  (devmm_dtype_parse)
+ *   callbacks_disable() -> None  (devmm_callbacks_disable)
  * None means devmm failed: devmm_last_status()/devmm_last_error() say why. Arguments of the
  * wrong type or range raise TypeError/OverflowError; addresses are trusted as given. */
 DEVMM_API void *devmm_ffi_python_function(const char *name);
+/* CPython's extension-module entry (ADR 45): importlib's extension loader, given this library's
+ * path and the name devmm._libdevmm, makes a module whose one function, function(name: bytes),
+ * is devmm_ffi_python_function; how the devmm package loads libdevmm without ctypes. NULL
+ * (no exception set) when this Python's objects are not laid out as its stable ABI says. */
+DEVMM_API void *PyInit__libdevmm(void);
 
 /* PyTorch's allocations (ADR 11): allocations for cuda:<device> go through the resource that
  * was current for that device at its first allocation (pinned for the life of the process, so

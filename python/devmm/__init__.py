@@ -112,7 +112,7 @@ def __dir__() -> list:
 __git_commit__: str  # the commit it was built from, on first use (devmm._commit; RMM's)
 
 # One version, Meson's project version: the library reports it (and the wheel is stamped with it).
-__version__: str = _lib.version().decode()
+__version__: str = _lib.VERSION
 
 __all__ = [
     "Aligned", "AlignedAdaptor", "Buffer", "BufferFreedError", "CallbackError",
@@ -136,4 +136,4 @@ __all__ = [
 ]
 
 # Python-defined resources must never be entered once the interpreter is going away.
-_atexit.register(_lib.callbacks_disable)
+_atexit.register(_lib.py_callbacks_disable)

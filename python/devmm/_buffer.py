@@ -8,19 +8,17 @@
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
 if TYPE_CHECKING:
     from typing import Optional, Union
 
 from . import _lib, _shared
+from ._lib import ctypes  # imported on first use (ADR 45)
 from ._shared import SameHandle, stream_arg, typed
 from .resource import MemoryResource, format_device, get_current_device_resource
 
 _py_buffer_of = _lib.py_buffer_of
 _py_buffer_free = _lib.py_buffer_free
-_size_t = ctypes.c_size_t
 
 
 class Buffer(SameHandle):
@@ -44,8 +42,8 @@ class Buffer(SameHandle):
                  device: Union[str, tuple, None] = None, alignment: int = 0,
                  stream: Optional[int] = None) -> None:
         r = resource if resource is not None else get_current_device_resource(device)
-        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
-        alignment = _lib.cint(alignment, _size_t, "alignment")
+        nbytes = _lib.cint(nbytes, ctypes.c_size_t, "nbytes")
+        alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
         cap = _lib.py_buffer(r._h, nbytes, alignment, stream_arg(stream))
         if cap is None:
             raise _lib.failed()

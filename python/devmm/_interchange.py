@@ -10,8 +10,6 @@ devmm.errors.StreamError: __dlpack__: stream must be None for cpu tensors, got 1
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
 if TYPE_CHECKING:
     from typing import Optional
@@ -19,6 +17,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 from . import _lib
+from ._lib import ctypes  # imported on first use (ADR 45)
 from .errors import StreamError
 from .resource import format_device, parse_device
 
@@ -38,7 +37,7 @@ I64_MAX = (1 << 63) - 1
 SIM = C["DEVMM_DEVICE_SIM"]
 CUDA_RULES = CUDA_DEVICES | {SIM, SIM_MANAGED}
 STREAMED = frozenset((CUDA, CUDA_MANAGED, ROCM, SIM, SIM_MANAGED))
-STREAM_ALL = ctypes.c_void_p(C["DEVMM_STREAM_ALL"])  # a consumer on streams devmm does not know
+STREAM_ALL = C["DEVMM_STREAM_ALL"]  # (a stream handle) a consumer on streams devmm does not know
 # NumPy's array-interface type strings (little-endian); dtypes without one (bfloat16, the
 # float8 and float4 types) go through DLPack only
 TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2",

@@ -1,5 +1,11 @@
-"""The binding of libdevmm, all of it: finding the library, every C signature (one table), the
-C constants (:data:`CONSTANTS`) and the built-in functions libdevmm makes for the hot paths.
+"""The binding of libdevmm, all of it: finding the library, every C signature (one table, in
+:mod:`devmm._cdecl` with the structs), the C constants (:data:`CONSTANTS`) and the built-in
+functions libdevmm makes for the hot paths.
+
+libdevmm is loaded as the extension module ``devmm._libdevmm`` (its ``PyInit__libdevmm``), which
+makes the built-ins without ctypes: ``import devmm`` and :func:`devmm.empty` never import it
+(start-up time, ADR 45). ctypes, the structs and the bound functions come with the first read of
+one (this module's ``__getattr__``).
 
 Nothing else in the package opens the library or binds a symbol. Every call that returns a
 status goes through :func:`check`, which turns a failure into the matching exception with the C
@@ -14,109 +20,62 @@ to give C memory back.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
-from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t,
-                    c_uint, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p)
 
 from . import errors
 
-# ----------------------------------------------------------------------------- structs
+TYPE_CHECKING = False  # True for a type checker only: it reads ctypes and the structs
+
+# ----------------------------------------------------------------------------- ctypes, later
 
 
-class Device(Structure):
-    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
+class _Later:
+    """A module imported on the first read of one of its attributes, then read as its own
+    (its names copied into this object): ``import devmm`` and :func:`devmm.empty` never import
+    ctypes, which costs start-up time (ADR 45, bench_python.py startup). devmm's modules that
+    load with the package take ctypes from here (``from ._lib import ctypes``)."""
+
+    def __init__(self, name: str) -> None:
+        self.__dict__["_later"] = name
+
+    def __getattr__(self, name: str):
+        module = __import__(self.__dict__["_later"])
+        self.__dict__.update(module.__dict__)
+        return getattr(module, name)
 
 
-class DType(Structure):
-    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
+if TYPE_CHECKING:
+    import ctypes
 
-
-class Layout(Structure):
-    _fields_ = [("kind", c_int), ("inner", c_int), ("ndim", c_int),
-                ("strides", POINTER(c_int64)), ("unit_stride_alignment", c_size_t),
-                ("base_alignment", c_size_t)]
-
-
-class LayoutResult(Structure):
-    _fields_ = [("span_bytes", c_size_t), ("base_alignment", c_size_t), ("nelems", c_size_t)]
-
-
-class Statistics(Structure):
-    _fields_ = [(n, c_int64) for n in ("current_bytes", "peak_bytes", "total_bytes",
-                                       "current_count", "peak_count", "total_count")]
-
-
-class AllocationInfo(Structure):
-    _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("alignment", c_size_t),
-                ("stream", c_void_p), ("thread_id", c_uint64), ("nframes", c_int),
-                ("frames", c_void_p * 16), ("tag", c_uint64), ("time_ns", c_uint64)]
-
-
-# ----------------------------------------------------------------------------- observability
-
-class TrackingOptions(Structure):
-    _fields_ = [("struct_size", c_size_t), ("backtraces", c_int), ("history", c_size_t),
-                ("context_capture", c_void_p), ("context_describe", c_void_p),
-                ("context_release", c_void_p), ("context_user", c_void_p)]
-
-
-class TrackingEvent(Structure):
-    _fields_ = [("time_ns", c_uint64), ("ptr", c_void_p), ("bytes", c_size_t),
-                ("stream", c_void_p), ("thread_id", c_uint64), ("tag", c_uint64),
-                ("action", c_uint32), ("reserved_", c_uint32)]
-
-
-class LogEvent(Structure):  # 48 bytes: time_ns, ptr, bytes, stream (u64), peer (i64), thread, action
-    _fields_ = [("time_ns", c_uint64), ("ptr", c_uint64), ("bytes", c_uint64),
-                ("stream", c_uint64), ("peer", c_int64), ("thread", c_uint32),
-                ("action", c_uint32)]
-
-
-class Log(Structure):
-    _fields_ = [("nevents", c_size_t), ("events", POINTER(LogEvent)), ("nthreads", c_size_t),
-                ("threads", POINTER(c_uint64)), ("unmatched_frees", c_size_t),
-                ("never_freed", c_size_t), ("double_frees", c_size_t),
-                ("resized_frees", c_size_t), ("first_double_free", c_size_t),
-                ("first_resized_free", c_size_t), ("double_free_line", c_size_t),
-                ("resized_free_line", c_size_t)]
-
-
-class OomAllocation(Structure):
-    _fields_ = [("ptr", c_void_p), ("bytes", c_size_t), ("thread_id", c_uint64),
-                ("where", ctypes.c_char * 192)]
-
-
-class OomReport(Structure):
-    _fields_ = [("struct_size", c_size_t), ("device", Device), ("requested_bytes", c_size_t),
-                ("alignment", c_size_t), ("stack", ctypes.c_char * 256),
-                ("reason", ctypes.c_char * 512), ("current_bytes", c_int64),
-                ("peak_bytes", c_int64), ("counted_by", ctypes.c_char * 256),
-                ("free_bytes", c_int64), ("total_bytes", c_int64),
-                ("tracking", ctypes.c_char * 256), ("live_count", c_size_t),
-                ("live_bytes", c_size_t), ("nlargest", c_size_t),
-                ("largest", OomAllocation * 5)]
-
-
-class Option(Structure):
-    _fields_ = [("key", c_char_p), ("value", c_char_p), ("line", c_int)]
-
+    from ._cdecl import Device
+else:
+    ctypes = _Later("ctypes")
 
 # ----------------------------------------------------------------------------- loading
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_AT_SECURE = 23  # <elf.h>'s auxiliary vector type: not a C constant of devmm's
 
 
 def _secure_execution() -> bool:
     """Whether this process runs set-uid, set-gid or with gained capabilities (the kernel's
-    AT_SECURE, which ``secure_getenv`` reads for the C side's variables)."""
+    AT_SECURE, which ``secure_getenv`` reads for the C side's variables), read from
+    /proc/self/auxv (pairs of unsigned longs), else asked of getauxval."""
+    try:
+        with open("/proc/self/auxv", "rb") as f:
+            words = memoryview(f.read()).cast("L")
+        for i in range(0, len(words) - 1, 2):
+            if words[i] == _AT_SECURE:
+                return words[i + 1] != 0
+    except (OSError, TypeError, ValueError):  # no /proc, or not readable (a set-id process)
+        pass
     try:
         getauxval = ctypes.CDLL(None).getauxval
     except (OSError, AttributeError):  # no getauxval: compare the real and effective ids
         return os.getuid() != os.geteuid() or os.getgid() != os.getegid()
     getauxval.restype, getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
-    return getauxval(23) != 0  # AT_SECURE
+    return getauxval(_AT_SECURE) != 0
 
 
 def _candidates() -> list[str]:
@@ -144,9 +103,29 @@ def _candidates() -> list[str]:
     return found
 
 
-def _load() -> ctypes.CDLL:
+def _native(path: str) -> object:
+    """libdevmm at path loaded as CPython's extension module devmm._libdevmm (its
+    PyInit__libdevmm, ADR 45) by the interpreter's own extension loader, which
+    ``importlib.machinery.ExtensionFileLoader`` calls (importing importlib costs start-up time);
+    None where that fails (the file is no libdevmm, or an older one; a bare name, which that
+    loader would look for in the current directory): ctypes loads it then, and says why."""
+    if os.sep not in path:
+        return None
+    try:
+        import _imp
+        return _imp.create_dynamic(type(__spec__)("devmm._libdevmm", None, origin=path))
+    except (ImportError, SystemError, AttributeError, TypeError):
+        return None
+
+
+def _load() -> tuple:
+    """(path, the extension module or None, the ctypes handle or None) of the first candidate
+    that loads: the extension module when it can, else ctypes."""
     tried = []
     for path in _candidates():
+        native = _native(path)
+        if native is not None:
+            return path, native, None
         try:
             found = ctypes.CDLL(path)
         except OSError as e:
@@ -155,160 +134,36 @@ def _load() -> ctypes.CDLL:
         if not hasattr(found, "devmm_version"):  # test_devmm_library_naming_another_library
             named = "DEVMM_LIBRARY=" if os.environ.get("DEVMM_LIBRARY") else ""
             raise ImportError(f"devmm: {named}{path} is not libdevmm (it has no devmm_version)")
-        return found
+        return path, None, found
     raise ImportError("devmm: cannot load libdevmm (set DEVMM_LIBRARY to its path, or run "
                       "under `meson devenv -C build`); tried " + "; ".join(tried))
 
 
-lib = _load()
-LIBRARY_PATH = getattr(lib, "_name", "")
-
-# ----------------------------------------------------------------------------- signatures
-
-_P = c_void_p
-_ERR = {}  # status code -> (exception class, name)
-
-# name: (restype, argtypes). Status-returning functions have restype c_int.
-_SIGNATURES = {
-    "devmm_last_error": (c_char_p, []),
-    "devmm_clear_error": (None, []),
-    "devmm_status_name": (c_char_p, [c_int]),
-    "devmm_version": (c_char_p, []),
-    "devmm_dtype_parse": (c_int, [c_char_p, POINTER(DType)]),
-    "devmm_dtype_count": (c_size_t, []),
-    "devmm_dtype_name_at": (c_char_p, [c_size_t]),
-    "devmm_dtype_itemsize": (c_size_t, [DType]),
-    "devmm_device_parse": (c_int, [c_char_p, POINTER(Device)]),
-    "devmm_device_format": (c_int, [Device, c_char_p, c_size_t]),
-    "devmm_device_host_accessible": (c_int, [Device]),
-    "devmm_layout_row_major": (Layout, []),
-    "devmm_layout_column_major": (Layout, []),
-    "devmm_layout_strided": (Layout, [c_int, POINTER(c_int64)]),
-    "devmm_layout_aligned": (Layout, [c_int, c_size_t, c_size_t]),
-    "devmm_layout_compute": (c_int, [POINTER(Layout), c_int, POINTER(c_int64), c_size_t,
-                                     POINTER(c_int64), POINTER(LayoutResult)]),
-    "devmm_resource_retain": (_P, [_P]),
-    "devmm_resource_name": (c_char_p, [_P]),
-    "devmm_resource_device": (Device, [_P]),
-    "devmm_resource_flags": (c_uint, [_P]),
-    "devmm_resource_upstream": (_P, [_P]),
-    "devmm_adaptor_kind": (c_char_p, [_P]),
-    "devmm_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
-    "devmm_deallocate": (c_int, [_P, _P, c_size_t, c_size_t, _P]),
-    "devmm_mem_info": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
-    "devmm_copy": (c_int, [_P, _P, _P, c_size_t, _P]),
-    "devmm_memset": (c_int, [_P, _P, c_int, c_size_t, _P]),
-    "devmm_synchronize": (c_int, [_P, _P]),
-    "devmm_stream_wait": (c_int, [_P, _P, _P]),
-    "devmm_get_current_resource": (c_int, [Device, POINTER(c_void_p)]),
-    "devmm_set_current_resource": (c_int, [Device, _P, POINTER(c_void_p)]),
-    "devmm_statistics_adaptor_create_ex": (c_int, [_P, c_uint, POINTER(c_void_p)]),
-    "devmm_statistics_get": (c_int, [_P, POINTER(Statistics)]),
-    "devmm_statistics_push": (c_int, [_P]),
-    "devmm_statistics_pop": (c_int, [_P, POINTER(Statistics)]),
-    "devmm_statistics_reset_peak": (c_int, [_P]),
-    "devmm_limiting_adaptor_create": (c_int, [_P, c_size_t, POINTER(c_void_p)]),
-    "devmm_limiting_get": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
-    "devmm_tracking_adaptor_create": (c_int, [_P, c_int, POINTER(c_void_p)]),
-    "devmm_tracking_lookup": (c_int, [_P, _P, POINTER(AllocationInfo)]),
-    "devmm_tracking_outstanding": (c_int, [_P, POINTER(c_size_t), POINTER(c_size_t)]),
-    "devmm_tracking_report": (c_int, [_P, POINTER(c_void_p)]),
-    "devmm_string_free": (None, [_P]),
-    "devmm_logging_adaptor_create": (c_int, [_P, c_char_p, c_int, POINTER(c_void_p)]),
-    "devmm_logging_flush": (c_int, [_P]),
-    "devmm_aligned_adaptor_create": (c_int, [_P, c_size_t, c_size_t, POINTER(c_void_p)]),
-    "devmm_failure_callback_adaptor_create": (c_int, [_P, _P, _P, POINTER(c_void_p)]),
-    "devmm_failure_callback_adaptor_create_ex": (c_int, [_P, _P, _P, c_uint,
-                                                         POINTER(c_void_p)]),
-    "devmm_set_log_level": (c_int, [c_char_p]),
-    "devmm_log_level": (c_char_p, []),
-    "devmm_thread_safe_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
-    "devmm_prefetch_adaptor_create": (c_int, [_P, POINTER(c_void_p)]),
-    "devmm_prefetch": (c_int, [_P, _P, c_size_t, _P]),
-    "devmm_callback_resource_create": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint,
-                                               POINTER(c_void_p)]),
-    "devmm_callback_resource_create_ex": (c_int, [_P, _P, _P, _P, Device, c_char_p, c_uint, _P,
-                                                  POINTER(c_void_p)]),
-    "devmm_callbacks_disable": (None, []),
-    "devmm_torch_allocate": (c_int, [c_size_t, c_int, _P, POINTER(c_void_p)]),
-    "devmm_torch_deallocate": (None, [_P, c_size_t, c_int, _P]),
-    "devmm_torch_record_stream": (None, [_P, _P]),
-    "devmm_torch_free_waits_for_device": (None, [c_int]),
-    # variadic in C (fmt, ...): always called with the format "%s" and one string
-    "devmm_set_error": (c_int, [c_int, c_char_p, c_char_p]),
-    "devmm_buffer_allocate": (c_int, [_P, c_size_t, c_size_t, _P, POINTER(c_void_p)]),
-    "devmm_buffer_is_freed": (c_int, [_P]),
-    "devmm_buffer_ptr": (_P, [_P]),
-    "devmm_buffer_nbytes": (c_size_t, [_P]),
-    "devmm_buffer_resource": (_P, [_P]),
-    "devmm_buffer_device": (Device, [_P]),
-    "devmm_buffer_stream": (_P, [_P]),
-    "devmm_buffer_stream_wait": (c_int, [_P, _P]),
-    "devmm_deferred_frees_wait": (None, []),
-    "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
-                                    c_size_t, c_int, POINTER(c_void_p)]),
-    "devmm_last_status": (c_int, []),
-    "devmm_tensor_buffer": (_P, [_P]),
-    "devmm_tensor_strides": (POINTER(c_int64), [_P]),
-    "devmm_tensor_data": (_P, [_P]),
-    "devmm_tensor_readonly": (c_int, [_P]),
-    "devmm_tensor_zero": (c_int, [_P]),
-    "devmm_tensor_copy": (c_int, [_P, _P, POINTER(c_void_p)]),
-    "devmm_init": (c_int, [c_char_p]),
-    "devmm_ffi_init": (c_int, [c_char_p, POINTER(c_void_p)]),
-    "devmm_ffi_open_page": (c_int, [c_char_p, POINTER(c_int)]),
-    "devmm_shutdown": (None, []),
-    "devmm_is_initialized": (c_int, []),
-    "devmm_config_source": (c_char_p, []),
-    "devmm_info_json": (c_int, [POINTER(c_void_p)]),
-    "devmm_info_json_now": (c_int, [POINTER(c_void_p)]),
-    "devmm_kind_name": (c_char_p, [c_size_t]),
-    "devmm_config_warning": (c_char_p, [c_size_t]),
-    "devmm_resource_create_kind": (c_int, [c_char_p, c_int32, POINTER(Option), c_size_t,
-                                           POINTER(c_void_p)]),
-    "devmm_parse_size": (c_int, [c_char_p, c_size_t, POINTER(c_size_t)]),
-    "devmm_ffi_dtype_pack": (c_uint32, [DType]),
-    # observability (#12): tracking options and history, memory logs, out-of-memory reports
-    "devmm_tracking_adaptor_create_ex": (c_int, [_P, POINTER(TrackingOptions),
-                                                 POINTER(c_void_p)]),
-    "devmm_tracking_history": (c_int, [_P, POINTER(TrackingEvent), c_size_t, POINTER(c_size_t),
-                                       POINTER(c_size_t), POINTER(c_uint64), POINTER(c_uint64)]),
-    "devmm_tracking_describe": (c_int, [_P, c_uint64, _P, c_size_t]),
-    "devmm_tracking_foreach": (c_int, [_P, _P, _P]),
-    "devmm_frame_describe": (c_int, [_P, _P, c_size_t]),
-    "devmm_log_read": (c_int, [c_char_p, POINTER(POINTER(Log))]),
-    "devmm_log_free": (None, [POINTER(Log)]),
-    "devmm_last_oom": (c_int, [POINTER(OomReport)]),
-    # IPC (#13, ADR 30): handles are DEVMM_IPC_HANDLE_SIZE bytes, passed as char buffers
-    "devmm_ipc_get_handle": (c_int, [_P, _P, c_size_t, _P]),
-    "devmm_ipc_handle_info": (c_int, [_P, _P]),  # (handle, IpcInfo *)
-    "devmm_ipc_open": (c_int, [_P, _P, POINTER(c_void_p)]),
-    "devmm_ipc_supported": (c_int, [_P]),
-    "devmm_ipc_handle_fd": (c_int, [_P, POINTER(c_int)]),
-    "devmm_ipc_open_fd": (c_int, [_P, _P, c_int, POINTER(c_void_p)]),
-    # tensor handles (ADR 35): (tensor, out, cap, *len); (handle, len, IpcTensorInfo *); opens
-    "devmm_ipc_get_tensor_handle": (c_int, [_P, _P, c_size_t, POINTER(c_size_t)]),
-    "devmm_ipc_tensor_handle_info": (c_int, [_P, c_size_t, _P]),
-    "devmm_ipc_open_tensor": (c_int, [_P, _P, c_size_t, POINTER(c_void_p)]),
-    "devmm_ipc_open_tensor_fd": (c_int, [_P, _P, c_size_t, c_int, POINTER(c_void_p)]),
-    "devmm_tensor_ndim": (c_int, [_P]),
-    "devmm_tensor_shape": (POINTER(c_int64), [_P]),
-    "devmm_tensor_dtype": (DType, [_P]),
-    "devmm_dtype_format": (c_int, [DType, c_char_p, c_size_t]),
-}
+LIBRARY_PATH, _module, _handle = _load()
+if _handle is not None:  # else loaded on first use of ``lib`` (__getattr__)
+    lib = _handle
 
 
 def __getattr__(name: str):
-    """Binds devmm_<name> with its signature on first use (start-up stays short)."""
-    try:
-        res, args = _SIGNATURES["devmm_" + name]
-    except KeyError:
-        raise AttributeError(f"module 'devmm._lib' has no attribute '{name}'") from None
-    fn = getattr(lib, "devmm_" + name)
-    fn.restype = res
-    fn.argtypes = args
-    globals()[name] = fn
-    return fn
+    """On first use: ``lib`` (the ctypes handle), the structs (``_lib.Device``, ...) and
+    devmm_<name> bound with its signature (devmm._cdecl's table): start-up stays short."""
+    if name.startswith("__"):  # what the import system asks of a module (__path__, ...)
+        raise AttributeError(f"module 'devmm._lib' has no attribute '{name}'")
+    from . import _cdecl  # on first use: it imports ctypes (start-up time, ADR 45)
+    if name == "lib":
+        value = ctypes.CDLL(LIBRARY_PATH)
+    elif name in _cdecl.STRUCTS:
+        value = getattr(_cdecl, name)
+    else:
+        try:
+            res, args = _cdecl.SIGNATURES["devmm_" + name]
+        except KeyError:
+            raise AttributeError(f"module 'devmm._lib' has no attribute '{name}'") from None
+        value = getattr(_bound("lib"), "devmm_" + name)
+        value.restype = res
+        value.argtypes = args
+    globals()[name] = value
+    return value
 
 # ----------------------------------------------------------------------------- errors
 
@@ -339,7 +194,8 @@ def error(status: int) -> errors.DevmmError:
             return held  # type: ignore[return-value]
         exc.__cause__ = held
     if name == "DEVMM_ENOMEM":  # the explanation's figures, from C (devmm_last_oom)
-        rep = OomReport(struct_size=ctypes.sizeof(OomReport))
+        report = _bound("OomReport")
+        rep = report(struct_size=ctypes.sizeof(report))
         if _bound("last_oom")(ctypes.byref(rep)) == 0:
             exc._set_figures(rep, format_device(rep.device))
     return exc
@@ -354,6 +210,7 @@ def check(status: int) -> None:
 def format_device(d: Device) -> str:
     """"cpu", "cuda:0", ... as the C core writes a device (``devmm.resource.format_device``).
 
+    >>> from devmm._lib import Device
     >>> format_device(Device(2, 1))
     'cuda:1'
     """
@@ -420,9 +277,11 @@ def cint(value: object, ctype: type, name: str) -> int:
 # ----------------------------------------------------------------------------- built-ins
 
 
-# PyDLL: the call keeps the GIL and returns a Python object
-_make = ctypes.PyDLL(LIBRARY_PATH).devmm_ffi_python_function
-_make.restype, _make.argtypes = ctypes.py_object, [c_char_p]
+if _module is not None:  # devmm._libdevmm's function(name) is devmm_ffi_python_function
+    _make = _module.function  # type: ignore[attr-defined]
+else:  # PyDLL: the call keeps the GIL and returns a Python object
+    _make = ctypes.PyDLL(LIBRARY_PATH).devmm_ffi_python_function
+    _make.restype, _make.argtypes = ctypes.py_object, [ctypes.c_char_p]
 
 
 def _builtin(name: str):
@@ -445,22 +304,11 @@ py_buffer = _builtin("buffer")        # -> buffer capsule, aligned as tensors ar
 py_array_export = _builtin("array_export")  # -> ArrayExport (holds the memory) | None
 py_dlpack = _builtin("dlpack")        # -> DLPack capsule | None
 py_callbacks = _builtin("callbacks")  # -> C trampolines calling two Python functions
+py_dtype = _builtin("dtype")          # name bytes -> (code, bits, lanes, itemsize, packed) | None
+py_callbacks_disable = _builtin("callbacks_disable")  # devmm_callbacks_disable (at exit)
 
 CONSTANTS: dict = _builtin("constants")()
 """The C constants by name: ``CONSTANTS["DEVMM_DEVICE_CUDA"]``, status codes, flags, limits."""
+VERSION: str = _builtin("version")()
+"""devmm_version(): Meson's project version (``devmm.__version__``)."""
 
-
-class IpcInfo(Structure):
-    """devmm_ipc_info (ipc.h): what a handle's header says."""
-    _fields_ = [("struct_size", c_size_t),
-                ("kind", ctypes.c_char * CONSTANTS["DEVMM_IPC_KIND_MAX"]), ("device", Device),
-                ("bytes", c_uint64), ("pid", c_int32), ("same_machine", c_int)]
-
-
-class IpcTensorInfo(Structure):
-    """devmm_ipc_tensor_info (ipc.h): what a tensor handle's own fields say."""
-    _fields_ = [("struct_size", c_size_t), ("is_tensor", c_int), ("ndim", c_int),
-                ("dtype", DType), ("readonly", c_int), ("byte_offset", c_uint64),
-                ("shape", c_int64 * CONSTANTS["DEVMM_MAX_NDIM"]),
-                ("strides", c_int64 * CONSTANTS["DEVMM_MAX_NDIM"]),
-                ("buffer", c_uint8 * CONSTANTS["DEVMM_IPC_HANDLE_SIZE"])]

@@ -36,16 +36,14 @@ sets), and they call :data:`buffer_handle`, :data:`tensor_handle` and :data:`red
 
 from __future__ import annotations
 
-import contextvars
-import ctypes
+from _contextvars import ContextVar  # built in: contextvars.py is only its re-export
 
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
 from . import _lib
-
-_size_t = ctypes.c_size_t
+from ._lib import ctypes  # imported on first use (ADR 45)
 
 # ----------------------------------------------------------------------------- handles
 
@@ -82,7 +80,7 @@ def typed(handle: int) -> Any:
 
 def stream_arg(stream: Optional[int]) -> Optional[int]:
     """A stream handle for C: None, or an int address (ctypes would wrap anything else)."""
-    return None if stream is None else _lib.cint(stream, _size_t, "stream")
+    return None if stream is None else _lib.cint(stream, ctypes.c_size_t, "stream")
 
 
 class SameHandle:
@@ -102,7 +100,7 @@ class SameHandle:
 
 # ----------------------------------------------------------------------------- scoped overrides
 
-scoped: contextvars.ContextVar[dict] = contextvars.ContextVar("devmm_scoped", default={})
+scoped: ContextVar[dict] = ContextVar("devmm_scoped", default={})
 
 
 set_objects: dict = {}

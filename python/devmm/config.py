@@ -49,7 +49,13 @@ def is_text(config: str) -> bool:
     return "\n" in config or config.lstrip().startswith("[")
 
 
-_text_file: Optional[str] = None  # the file init() wrote for ini text, until the next init
+_text: Optional[str] = None  # the ini text init() was given last, while it is the configuration
+
+
+def current_text() -> Optional[str]:
+    """The devmm.ini text the configuration in use was read from (:func:`init` given text), or
+    None when it came from a file or the built-in default (``devmm.dask`` restores it)."""
+    return _text
 _hooks: dict = {"before": [], "after": []}  # (func, args, kwargs), as registered
 
 
@@ -96,9 +102,8 @@ def init(config: Optional[str] = None) -> dict:
     counted at the first use of one (ADR 38): init initialises no GPU runtime, and such a
     device's failure is said at that use. A relative config path, and
     the relative plugin_path entries in it, are resolved now (plugin_path against the file's
-    directory). Ini text is written to a temporary file first, so give it absolute paths: a
-    relative plugin_path there would resolve against the temporary directory (and is warned
-    about when no such directory exists there).
+    directory). Ini text is read as it is (``devmm_init_text``: no file is written); its
+    relative plugin_path entries are resolved against the working directory, now.
 
     >>> import devmm
     >>> devmm.init("[device cpu]\\nresource = cpu.malloc\\n")
@@ -106,53 +111,34 @@ def init(config: Optional[str] = None) -> dict:
     >>> devmm.init()["config"] in ("built-in default",) or True
     True
     """
-    global _text_file
+    global _text
     if config is not None and not isinstance(config, (str, bytes, os.PathLike)):
         raise TypeError("devmm.init: config must be a path, the text of a devmm.ini, or None; "
                         f"got {type(config).__name__}")
     _run_hooks("before")
-    written = None
+    text = None
     if config is not None and not isinstance(config, bytes) and is_text(os.fspath(config)):
-        import tempfile  # on first use: start-up time
-        fd, written = tempfile.mkstemp(prefix="devmm-", suffix=".ini")
-        with os.fdopen(fd, "w") as f:
-            f.write(os.fspath(config))
-        config = written
-    path = None if config is None else os.fsencode(config)
+        text = os.fspath(config).encode()
+    path = None if config is None or text is not None else os.fsencode(config)
     if path is not None and b"\0" in path:
         raise ValueError("init: the config path contains a NUL byte")
     said = ctypes.c_void_p()
-    try:
+    if text is not None:
+        rc = _lib.ffi_init_text(text, len(text), b"<ini text>", ctypes.byref(said))
+    else:
         rc = _lib.ffi_init(path, ctypes.byref(said))
-    except BaseException:
-        if written:
-            os.unlink(written)
-        raise
     lines = []
     if said.value:
         lines = ctypes.string_at(said.value).decode(errors="replace").splitlines()
         _lib.string_free(said.value)
-    if rc != 0 and written:
-        os.unlink(written)
-        exc = _lib.error(rc)  # its file is gone: name the text (test_init_errors_on_ini_text_...)
-        exc.args = (str(exc).replace(written, "<ini text>"),)
-        raise exc
     _lib.check(rc)
-    if written or _text_file:  # the previous text's file is no longer the configuration
-        if _text_file and _text_file != written:
-            try:
-                os.unlink(_text_file)
-            except OSError:
-                pass
-        _text_file = written
+    _text = text.decode() if text is not None else None
     for line in lines:  # "[who: ]warning: text": a RuntimeWarning says it is one
-        if written:
-            line = line.replace(written, "<ini text>")
         warnings.warn("devmm: " + line.replace("warning: ", "", 1), RuntimeWarning, stacklevel=2)
     set_objects.clear()  # the resources set from Python are replaced
     configured.clear()
     data = InitInfo(info(now=True))  # counts no GPU's devices: that initialises its runtime
-    if written:
+    if text is not None:
         data["config"] = "ini text"
     _run_hooks("after")
     return data
@@ -185,7 +171,7 @@ def plugins() -> list[dict]:
 
 def version() -> str:
     """The loaded libdevmm's version."""
-    return _lib.version().decode()
+    return _lib.VERSION
 
 
 __all__ = ["init", "info", "devices", "plugins", "version", "InitInfo", "is_text",

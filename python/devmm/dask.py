@@ -142,7 +142,11 @@ class DevmmPlugin:
 
 
 def _previous_config() -> "Optional[str]":
-    """The devmm.ini this process loaded, or None (the usual lookup, the built-in default)."""
+    """The devmm.ini this process loaded (its path, or the text init was given), or None (the
+    usual lookup, the built-in default)."""
+    text = config.current_text()
+    if text is not None:
+        return text
     src = _lib.config_source()
     path = src.decode(errors="replace") if src else None
     return path if path and os.path.isfile(path) else None

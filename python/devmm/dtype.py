@@ -12,26 +12,30 @@ DType('bfloat16')
 
 from __future__ import annotations
 
-import ctypes
-
 from . import _lib
 
 
 class DType(tuple):
-    """An element type: ``(name, code, bits, itemsize)``, plus its C struct and the packed form
-    the C entry points take (ffi.h)."""
+    """An element type: ``(name, code, bits, itemsize)``, plus its lanes, the packed form the C
+    entry points take (ffi.h) and its C struct (``c``, made when asked for: ctypes costs
+    start-up time, ADR 45)."""
 
     __slots__ = ()
 
-    def __new__(cls, name: str, code: int, bits: int, itemsize: int, c: "_lib.DType"):
-        return tuple.__new__(cls, (name, code, bits, itemsize, c, _lib.ffi_dtype_pack(c)))
+    def __new__(cls, name: str, code: int, bits: int, itemsize: int, lanes: int, packed: int):
+        return tuple.__new__(cls, (name, code, bits, itemsize, lanes, packed))
 
     name = property(lambda self: self[0])
     code = property(lambda self: self[1])
     bits = property(lambda self: self[2])
     itemsize = property(lambda self: self[3])
-    c = property(lambda self: self[4])
+    lanes = property(lambda self: self[4])
     packed = property(lambda self: self[5])
+
+    @property
+    def c(self) -> "_lib.DType":
+        """The C struct (``devmm_dtype``), for the C calls that take one."""
+        return _lib.DType(self[1], self[2], self[4])
 
     def __repr__(self) -> str:
         return f"DType({self[0]!r})"
@@ -46,11 +50,11 @@ def names() -> list[str]:
 
 
 def _parse(name: str) -> DType:
-    c = _lib.DType()
-    rc = _lib.dtype_parse(name.encode(), ctypes.byref(c))
-    if rc:
+    found = _lib.py_dtype(name.encode())  # devmm_dtype_parse, in C
+    if found is None:
         raise TypeError(_lib.last_error().decode())
-    return DType(name, c.code, c.bits, _lib.dtype_itemsize(c), c)
+    code, bits, lanes, itemsize, packed = found
+    return DType(name, code, bits, itemsize, lanes, packed)
 
 
 def resolve(dtype: object) -> DType:

@@ -64,6 +64,25 @@ _HANDLE_SIZE = _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"]
 # a tensor handle (its wire format and checks are C's: include/devmm/ipc.h, ADR 35)
 _TENSOR_HANDLE_MAX = _lib.CONSTANTS["DEVMM_IPC_TENSOR_HANDLE_MAX"]
 
+
+class IpcInfo(ctypes.Structure):
+    """devmm_ipc_info (ipc.h): what a handle's header says."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("kind", ctypes.c_char * _lib.CONSTANTS["DEVMM_IPC_KIND_MAX"]),
+                ("device", _lib.Device), ("bytes", ctypes.c_uint64), ("pid", ctypes.c_int32),
+                ("same_machine", ctypes.c_int)]
+
+
+class IpcTensorInfo(ctypes.Structure):
+    """devmm_ipc_tensor_info (ipc.h): what a tensor handle's own fields say."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("is_tensor", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("dtype", _lib.DType), ("readonly", ctypes.c_int),
+                ("byte_offset", ctypes.c_uint64),
+                ("shape", ctypes.c_int64 * _lib.CONSTANTS["DEVMM_MAX_NDIM"]),
+                ("strides", ctypes.c_int64 * _lib.CONSTANTS["DEVMM_MAX_NDIM"]),
+                ("buffer", ctypes.c_uint8 * _lib.CONSTANTS["DEVMM_IPC_HANDLE_SIZE"])]
+
+
 keep_alive: float = 10.0
 """Seconds a send waits for its receiver to open it: device memory sent through
 ``multiprocessing`` and ``cpu.shm`` memory sent by Dask are held that long after pickling (0: not
@@ -132,7 +151,7 @@ def info(handle: bytes) -> dict:
     ('cpu.shm', 'cpu', (4,), 'float64', True)
     """
     _, ti = _layout(handle, "devmm.ipc.info")
-    i = _lib.IpcInfo()
+    i = IpcInfo()
     i.struct_size = ctypes.sizeof(i)
     _lib.check(_lib.ipc_handle_info(ti.buffer, ctypes.byref(i)))
     out = {"kind": i.kind.decode(), "device": format_device(i.device), "bytes": i.bytes,
@@ -143,13 +162,13 @@ def info(handle: bytes) -> dict:
 
 
 def _layout(handle: object, where: str) -> tuple:
-    """(the handle's bytes, what its own fields say: ``_lib.IpcTensorInfo``), checked by C
+    """(the handle's bytes, what its own fields say: an ``IpcTensorInfo``), checked by C
     (``devmm_ipc_tensor_handle_info``), or a clear error led by where."""
     if not isinstance(handle, (bytes, bytearray, memoryview)):
         raise TypeError(f"{where}: a handle is bytes (from Tensor.ipc_handle() or "
                         f"Buffer.ipc_handle()), got {type(handle).__name__}")
     h = bytes(handle)
-    ti = _lib.IpcTensorInfo()
+    ti = IpcTensorInfo()
     ti.struct_size = ctypes.sizeof(ti)
     status = _lib.ipc_tensor_handle_info(h, len(h), ctypes.byref(ti))
     if status:

@@ -39,15 +39,15 @@ from __future__ import annotations
 
 import _thread  # not threading: its import costs start-up time, and a lock is all this needs
 import sys
-from contextvars import ContextVar
+from _contextvars import ContextVar  # built in: contextvars.py only re-exports it
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional, TextIO, Union
 
-from ._shared import device_key, scoped
+from ._interchange import CPU_KEY
+from ._shared import scoped
 from .resource import get_current_device_resource as _current
-from .resource import parse_device
 
 __all__ = ["Profile", "Profiler", "Record", "clear", "profile", "profiler", "records", "report"]
 
@@ -146,7 +146,7 @@ class _State:
 
 _STATE: ContextVar = ContextVar("devmm_profile", default=None)
 
-_CPU = device_key(parse_device("cpu"))
+_CPU = CPU_KEY  # (device type, id) of "cpu"
 
 
 def _install(adaptor, base):

@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
 if TYPE_CHECKING:
     from typing import Optional, Union
@@ -19,6 +17,7 @@ if TYPE_CHECKING:
     DeviceLike = Union[str, tuple, None]
 
 from . import _lib
+from ._lib import ctypes  # imported on first use (ADR 45)
 from ._lib import format_device
 from ._shared import (SameHandle, configured, device_key, register, scoped, set_objects,
                       stream_arg, typed)
@@ -28,8 +27,7 @@ from .errors import DevmmValueError
 # alignment)}}, so a raw deallocate of anything else is refused, not a crash
 # (test_raw_deallocate_refuses_what_allocate_did_not_give).
 _given: dict[int, dict[int, tuple[int, int]]] = {}
-_DEVICE_CACHE: dict[object, _lib.Device] = {}
-CPU = _lib.Device(_lib.CONSTANTS["DEVMM_DEVICE_CPU"], 0)
+_DEVICE_CACHE: dict[object, _lib.Device] = {}  # None: the CPU
 
 
 def parse_device(device: DeviceLike) -> _lib.Device:
@@ -38,14 +36,14 @@ def parse_device(device: DeviceLike) -> _lib.Device:
     >>> d = parse_device("cuda:1"); (d.device_type, d.device_id)
     (2, 1)
     """
-    if device is None:
-        return CPU
     try:
         return _DEVICE_CACHE[device]
     except (KeyError, TypeError):
         pass
-    d = _lib.Device()
-    if isinstance(device, tuple) and len(device) == 2:
+    d = _lib.Device()  # ctypes, imported on the first device parsed (ADR 45)
+    if device is None:
+        d.device_type = _lib.CONSTANTS["DEVMM_DEVICE_CPU"]
+    elif isinstance(device, tuple) and len(device) == 2:
         d.device_type = _lib.cint(device[0], ctypes.c_int32, "device type")
         d.device_id = _lib.cint(device[1], ctypes.c_int32, "device id")
     elif isinstance(device, str):
@@ -61,7 +59,6 @@ def parse_device(device: DeviceLike) -> _lib.Device:
 
 # format_device (``"cpu"``, ``"cuda:0"``, ... as the C core writes a device) is _lib's: the
 # out-of-memory error formats its device too, and errors may import nothing above _lib.
-_size_t = ctypes.c_size_t
 
 
 class MemoryResource(SameHandle):
@@ -125,8 +122,8 @@ class MemoryResource(SameHandle):
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
         """Allocates nbytes and returns the address (0 for 0 bytes)."""
-        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
-        alignment = _lib.cint(alignment, _size_t, "alignment")
+        nbytes = _lib.cint(nbytes, ctypes.c_size_t, "nbytes")
+        alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
         out = ctypes.c_void_p()
         _lib.check(_lib.allocate(self._h, nbytes, alignment, stream_arg(stream), ctypes.byref(out)))
         if out.value:
@@ -139,9 +136,9 @@ class MemoryResource(SameHandle):
         resource's :meth:`allocate` did not give out (a double or foreign free), or other
         nbytes or alignment than it was given for, raises :class:`DevmmValueError` instead of
         reaching the allocator, which would crash the interpreter (docs/api.md)."""
-        ptr = _lib.cint(ptr, _size_t, "ptr")
-        nbytes = _lib.cint(nbytes, _size_t, "nbytes")
-        alignment = _lib.cint(alignment, _size_t, "alignment")
+        ptr = _lib.cint(ptr, ctypes.c_size_t, "ptr")
+        nbytes = _lib.cint(nbytes, ctypes.c_size_t, "nbytes")
+        alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
         if ptr:
             given = _given.get(self._h, {})
             was = given.get(ptr)

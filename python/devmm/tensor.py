@@ -14,8 +14,6 @@ True
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False  # typing is imported only by type checkers: it costs start-up time
 if TYPE_CHECKING:
     from typing import Optional, Sequence, Union
@@ -27,14 +25,13 @@ from ._buffer import Buffer, wrap_buffer
 from ._interchange import (CPU_KEY, CUDA_DEVICES, HOST_DEVICES, I64_MAX, IS_COPIED, PINNED,
                            STREAM_ALL, STREAMED, TYPESTR, Interface, check_stream,
                            export_error, parse_dl_device, stream_wait)
+from ._lib import ctypes  # imported on first use (ADR 45)
 from ._shared import device_key, scoped
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DeviceExportError, DevmmError
 from .resource import MemoryResource, format_device, get_current_device_resource, parse_device
 
-_c_void_p = ctypes.c_void_p
-_byref = ctypes.byref
 # The built-ins libdevmm makes (ADR 12): one cheap call each, capsules that own the C objects
 _py_empty = _lib.py_empty
 _py_dlpack = _lib.py_dlpack
@@ -42,7 +39,6 @@ _py_handle = _lib.py_handle
 _py_hold = _lib.py_hold
 _py_own_tensor = _lib.py_own_tensor
 _py_array_export = _lib.py_array_export
-_size_t, _int64 = ctypes.c_size_t, ctypes.c_int64
 _current = get_current_device_resource
 
 
@@ -211,13 +207,13 @@ class Tensor:
         """A compact copy on target: from this tensor's own resource on its own device (it
         serves this device, and the copy is counted where the original is), else from target's
         current resource."""
-        out = _c_void_p()
+        out = ctypes.c_void_p()
         if target == self._dev:
             _lib.check(_lib.tensor_copy(self._h, _lib.buffer_resource(_lib.tensor_buffer(
-                self._h)), _byref(out)))
+                self._h)), ctypes.byref(out)))
         else:
             dst = _current(target)
-            _lib.check(_lib.tensor_copy(self._h, dst._h, _byref(out)))
+            _lib.check(_lib.tensor_copy(self._h, dst._h, ctypes.byref(out)))
         return _tensor(_py_own_tensor(out.value), self.shape, self._dt, target)
 
     def copy(self, device: Union[str, tuple, None] = None) -> "Tensor":
@@ -481,7 +477,7 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     n = len(shape)
     if type(offset) is int and offset < 0:
         raise ValueError(f"from_buffer_view: offset must be >= 0, got {offset}")
-    offset = _lib.cint(offset, _size_t, "from_buffer_view: offset")
+    offset = _lib.cint(offset, ctypes.c_size_t, "from_buffer_view: offset")
     # an element's natural alignment: its size, a complex's half (test_a_misaligned_view_is_refused)
     align = dt.itemsize // 2 if dt.code == 5 else dt.itemsize  # 5: kDLComplex
     if align > 1 and align & (align - 1) == 0 and offset % align:
@@ -491,16 +487,16 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
         from .layout import RowMajor
         strides = RowMajor().strides(shape, dt) if n else ()
     else:
-        strides = tuple(_lib.cint(s, _int64, f"from_buffer_view: strides[{i}]")
+        strides = tuple(_lib.cint(s, ctypes.c_int64, f"from_buffer_view: strides[{i}]")
                         for i, s in enumerate(strides))
         if len(strides) != n:
             raise ValueError(f"from_buffer_view: {len(strides)} strides for a shape of ndim "
                              f"{n} ({shape}): expected one stride per dimension")
-    out = _c_void_p()
+    out = ctypes.c_void_p()
     shp = (ctypes.c_int64 * max(n, 1))(*shape)
     st = (ctypes.c_int64 * max(n, 1))(*strides)
     if _lib.tensor_create(buffer._h, dt.c, n, shp, st, offset, 1 if readonly else 0,
-                          _byref(out)):
+                          ctypes.byref(out)):
         raise _lib.export_failed()  # a freed buffer: BufferFreedError
     d = _lib.buffer_device(buffer._h)
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))

@@ -158,6 +158,13 @@ BUILTIN_CALLS = [
     ("py_dlpack(T._cap, 0, 1, 1, 1)", TypeError, "dlpack() takes 3 arguments (5 given)"),
     ("py_buffer(devmm.get_current_device_resource()._h, -1, 0, None)", OverflowError,
      "nbytes must be"),
+    # the ones `import devmm` uses without ctypes (ADR 45)
+    ("py_dtype('float32')", TypeError, "expected bytes, str found"),
+    ("py_dtype(b'float32', 1)", TypeError, "dtype() takes 1 arguments (2 given)"),
+    ("devmm._lib._builtin('version')(1)", TypeError, "version() takes 0 arguments (1 given)"),
+    ("py_callbacks_disable(1)", TypeError, "callbacks_disable() takes 0 arguments (1 given)"),
+    ("devmm._lib._make('empty')", TypeError, "expected bytes, str found"),
+    ("devmm._lib._make(b'empty' + bytes(1))", ValueError, "embedded null byte"),
 ]
 
 

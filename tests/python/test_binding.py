@@ -142,3 +142,26 @@ def test_constants_come_from_c():
     c = _lib.CONSTANTS
     assert c["DEVMM_DEVICE_CUDA_MANAGED"] == 13 and c["DEVMM_ECALLBACK"] == -11
     assert c["DEVMM_DLPACK_FLAG_IS_COPIED"] == 2 and c["DEVMM_MAX_NDIM"] == 32
+
+
+def test_lib_binds_ctypes_on_first_use():
+    # ADR 45: _lib loads libdevmm as devmm._libdevmm; the structs, the signature table and the
+    # ctypes handle come with the first read of one, and what the import system asks of a
+    # module (__path__, ...) imports nothing
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from devmm import _lib as L\n"
+            "seen = lambda: ('ctypes' in sys.modules, 'devmm._cdecl' in sys.modules)\n"
+            "print(seen(), hasattr(L, '__path__'), seen())\n"
+            "print(L.Device(2, 1).device_id, seen(), L.lib is L.lib)\n"
+            "print(L.resource_name.restype is L.ctypes.c_char_p, L.status_name(0))\n"
+            "try:\n"
+            "    L.no_such_function\n"
+            "except AttributeError as e:\n"
+            "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "(False, False) False (False, False)", "1 (True, True) True", "True b'DEVMM_OK'",
+        "module 'devmm._lib' has no attribute 'no_such_function'"], r.stdout

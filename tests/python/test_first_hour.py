@@ -422,15 +422,80 @@ def test_a_device_past_its_plugin_s_last_says_how_many_it_has(tmp_path):
 
 
 def test_ini_text_with_a_relative_plugin_path_is_said(tmp_path, monkeypatch):
-    # what init's docstring promises: relative paths in ini text do not mean the working directory
+    # what init's docstring promises: relative paths in ini text start at the working directory,
+    # and no file is written on the way (devmm_init_text)
+    import tempfile
     import warnings
-    (tmp_path / "plug").mkdir()
+
+    def no_files(*args, **kwargs):
+        raise AssertionError("devmm.init(text) wrote a temporary file")
+    monkeypatch.setattr(tempfile, "mkstemp", no_files)
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", no_files)
     monkeypatch.chdir(tmp_path)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        devmm.init("[devmm]\nplugins = cpu\nplugin_path = plug\n")
+        got = devmm.init("[devmm]\nplugins = cpu\nplugin_path = plug\n")
     try:
-        assert any("plugin_path entry" in str(w.message) and str(tmp_path) not in str(w.message)
-                   for w in said), [str(w.message) for w in said]
+        assert got["config"] == "ini text"
+        assert [str(w.message) for w in said] == [
+            f"devmm: <ini text>: plugin_path entry '{tmp_path}/plug' does not exist: expected a "
+            "directory of devmm-<name>.so plugins"]
+        from devmm import _lib
+        assert _lib.config_source() == b"<ini text>"
     finally:
         devmm.init()
+
+
+def test_import_devmm_and_empty_import_no_ctypes():
+    # start-up time (ADR 45): libdevmm loads as the extension module devmm._libdevmm, and
+    # ctypes with the first call that needs a struct or a bound C function
+    code = ("import sys, devmm\n"
+            "t = devmm.empty((1,), 'float32'); u = devmm.empty((2, 3), 'bfloat16')\n"
+            "print('ctypes' in sys.modules, t.shape, u.itemsize)\n"
+            "print(devmm.__version__ == devmm.version(), 'ctypes' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["False (1,) 2", "True True"], r.stdout
+
+
+def test_a_library_found_by_the_dynamic_loader_loads_through_ctypes():
+    # a bare name ("libdevmm.so.0": no DEVMM_LIBRARY, no _build_config in a source tree) is
+    # what the extension loader would look for in the current directory: ctypes loads it
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "DEVMM_LIBRARY"}
+    env["LD_LIBRARY_PATH"] = os.path.dirname(devmm._lib.LIBRARY_PATH)
+    code = ("import sys, devmm\n"
+            "t = devmm.empty((4,), 'int16')\n"
+            "print(devmm._lib.LIBRARY_PATH, 'devmm._libdevmm' in sys.modules, t.nbytes)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["libdevmm.so.0", "False", "8"], r.stdout
+
+
+def test_a_dtype_name_with_a_nul_byte_is_refused():
+    with pytest.raises(TypeError, match=r"dtype: the name has a NUL byte at 7: expected a name "
+                                        r"such as \"float32\""):
+        devmm.empty((1,), "float32\0junk")
+    with pytest.raises(TypeError, match="no-such-type"):
+        devmm.empty((1,), "no-such-type")
+
+
+def test_first_calls_from_threads_bind_ctypes_once_for_all():
+    # ADR 45: ctypes, the structs and each bound function come with their first use; threads
+    # making their first calls at once all get working bindings (and lazy init, ADR 6)
+    code = ("import sys, threading, devmm\n"
+            "go, out = threading.Barrier(8), []\n"
+            "def first():\n"
+            "    go.wait()\n"
+            "    r = devmm.get_current_device_resource()\n"
+            "    t = devmm.empty((3,), 'int32', resource=r)\n"
+            "    out.append((r.name, r.device, t.strides, len(devmm.dtype.names()) > 10))\n"
+            "ts = [threading.Thread(target=first) for _ in range(8)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "print(len(out), len(set(out)), out[0])\n")
+    for _ in range(4):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "8 1 ('cpu.malloc', 'cpu', (1,), True)", r.stdout + r.stderr

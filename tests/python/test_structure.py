@@ -27,6 +27,8 @@ LAZY_OWN = {
     ("devmm.tensor", "devmm.layout"): "from_buffer_view's default strides; start-up time "
                                       "(docs/performance.md)",
     ("devmm._lib", "devmm._build_config"): "written at install time; absent in a source tree",
+    ("devmm._lib", "devmm._cdecl"): "the structs and signatures import ctypes: on first use "
+                                    "(start-up time, ADR 45)",
     ("devmm._tool", "devmm._build_config"): "written at install time; absent in a source tree",
     ("devmm.__main__", "devmm.timeline"): "the timeline's imports only for its subcommand",
     ("devmm.dask", "devmm.interop.torch"): "imports torch: only for route=('torch',)",
