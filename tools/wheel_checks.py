@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -27,6 +28,12 @@ NO_DRIVER = {
     "rocm": re.compile(r"0 devices: no HIP runtime found \(libamdhip64\.so\.7: [^;()]+; "
                        r"libamdhip64\.so\.6: [^;()]+; libamdhip64\.so\.5: [^;()]+\)"),
 }
+
+
+# devmm-info's "build" section for the wheel (pyproject.toml's setup args): what it carries, and
+# the RMM bridge left out.
+BUILT = {"cpu": True, "sim": True, "cuda": True, "rocm": True, "libdevmm-torch": True,
+         "rmm": False}
 
 
 def plugin_problems(info: dict) -> list[str]:
@@ -57,6 +64,11 @@ def plugin_problems(info: dict) -> list[str]:
     for name, p in plugins.items():  # any other plugin the wheel lists (sim) must load
         if name not in NO_DRIVER and p["status"] != "loaded":
             problems.append(f"{name}: {p['status']}: {p['error']}")
+    built = {b["name"]: b["built"] for b in info.get("build", [])}
+    for name, want in BUILT.items():
+        if built.get(name) is not want:
+            problems.append(f"build: {name}: expected {'built' if want else 'left out'}, "
+                            f"devmm-info says {built.get(name, 'nothing')}")
     devices = [d["device"] for d in info.get("devices", [])]
     if "cpu" not in devices:
         problems.append(f"no cpu device: {devices}")
@@ -72,8 +84,8 @@ def plugin_problems(info: dict) -> list[str]:
 # What a wheel must hold besides the Python modules: the native parts under devmm/_native, and
 # the license texts (pyproject's license-files) in .dist-info/licenses.
 PROGRAMS = ["devmm-info", "devmm-replay"]  # each also a console script (pyproject.toml)
-NATIVE = PROGRAMS + ["libdevmm.so", "devmm.ini", "plugins/devmm-cpu.so", "plugins/devmm-cuda.so",
-                     "plugins/devmm-rocm.so"]
+NATIVE = PROGRAMS + ["libdevmm.so", "libdevmm-torch.so", "devmm.ini", "plugins/devmm-cpu.so",
+                     "plugins/devmm-cuda.so", "plugins/devmm-rocm.so", "plugins/devmm-sim.so"]
 LICENSES = ["LICENSE", "LICENSES/THIRD-PARTY.md", "LICENSES/LGPL-2.1.txt",
             "LICENSES/libinih.copyright", "LICENSES/HIP-headers-MIT.txt"]
 
@@ -97,6 +109,63 @@ def wheel_problems(names: list[str], read) -> list[str]:
             stem = re.sub(r"-[0-9a-f]{8}\.so.*$", "", os.path.basename(n))
             if f"devmm.libs/{stem}-" not in text:
                 problems.append(f"{n} is vendored but {notice} does not name {stem}")
+    return problems
+
+
+# The wheel's floor (ADR 43): its tag, and no ELF in it needing a newer glibc symbol version.
+TAG = "py3-none-manylinux_2_28_x86_64"
+GLIBC_FLOOR = (2, 28)
+
+
+def glibc_needs(elf: bytes) -> list[tuple[int, ...]]:
+    """The GLIBC_x.y symbol versions an ELF64 little-endian file needs (its SHT_GNU_verneed
+    section, what `objdump -T` shows as GLIBC_x.y), as sorted tuples; [] for anything else.
+
+    >>> glibc_needs(b"#!/bin/sh")
+    []
+
+    """
+    if elf[:6] != b"\x7fELF\x02\x01":
+        return []
+    u = struct.unpack_from
+    shoff, = u("<Q", elf, 0x28)
+    shentsize, shnum = u("<HH", elf, 0x3A)
+    sections = [u("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
+    found = set()
+    for _, kind, _, _, offset, _, link, count, _, _ in sections:
+        if kind != 0x6FFFFFFE:  # SHT_GNU_verneed
+            continue
+        strtab = sections[link][4]
+        for _ in range(count):
+            _, aux_count, _, aux, following = u("<HHIII", elf, offset)
+            at = offset + aux
+            for _ in range(aux_count):
+                _, _, _, name, aux_next = u("<IHHII", elf, at)
+                text = elf[strtab + name:elf.index(b"\0", strtab + name)].decode()
+                if re.fullmatch(r"GLIBC_2(\.[0-9]+)+", text):
+                    found.add(tuple(int(x) for x in text[6:].split(".")))
+                at += aux_next
+            offset += following
+    return sorted(found)
+
+
+def floor_problems(wheel: str, names: list[str], read) -> list[str]:
+    """What breaks the floor in the wheel file `wheel`: its tag (in the file name and in
+    .dist-info/WHEEL), and any member that needs a GLIBC_ version newer than GLIBC_FLOOR."""
+    problems = []
+    if not os.path.basename(wheel).endswith(f"-{TAG}.whl"):
+        problems.append(f"the file name is not tagged {TAG}")
+    tags = [line.split(":", 1)[1].strip() for n in names if n.endswith(".dist-info/WHEEL")
+            for line in read(n).decode().splitlines() if line.startswith("Tag:")]
+    if tags != [TAG]:
+        problems.append(f".dist-info/WHEEL: tags {tags}, expected [{TAG!r}]")
+    for n in names:
+        newer = [v for v in glibc_needs(read(n) if not n.endswith("/") else b"")
+                 if v > GLIBC_FLOOR]
+        if newer:
+            versions = ", ".join("GLIBC_" + ".".join(map(str, v)) for v in newer)
+            problems.append(f"{n} needs {versions}, newer than the floor "
+                            f"GLIBC_{'.'.join(map(str, GLIBC_FLOOR))}")
     return problems
 
 
@@ -163,10 +232,12 @@ def check_wheel(path: str) -> int:
     import zipfile
     with zipfile.ZipFile(path) as z:
         problems = wheel_problems(z.namelist(), z.read)
+        problems += floor_problems(path, z.namelist(), z.read)
     for p in problems:
         print(f"wheel_checks: {os.path.basename(path)}: {p}", file=sys.stderr)
     if not problems:
-        print(f"wheel_checks: {os.path.basename(path)}: native parts, licenses and notices: ok")
+        print(f"wheel_checks: {os.path.basename(path)}: native parts, licenses, notices, "
+              f"the tag {TAG} and every ELF within GLIBC_2.28: ok")
     return 1 if problems else 0
 
 

@@ -375,7 +375,10 @@ def _report(cuda_devices=0, cuda_error="0 devices: CUDA driver version is insuff
     return {"plugins": [plugin("cpu", 1, ""), plugin("cuda", cuda_devices, cuda_error),
                         plugin("rocm", 0, rocm_error)],
             "devices": [{"device": "cpu", "stack": "statistics(cpu.malloc)", "error": ""}],
-            "check": [{"device": "cpu", "ok": True, "message": "ok"}]}
+            "check": [{"device": "cpu", "ok": True, "message": "ok"}],
+            "build": [{"kind": "plugin", "name": n, "built": n != "rmm", "reason": ""}
+                      for n in ("cpu", "sim", "cuda", "rocm", "rmm")]
+            + [{"kind": "library", "name": "libdevmm-torch", "built": True, "reason": ""}]}
 
 
 def test_wheel_smoke_checks_pass_what_a_machine_without_gpu_reports():
@@ -396,6 +399,11 @@ def test_wheel_smoke_checks_pass_what_a_machine_without_gpu_reports():
     (_report(rocm_error="0 devices: hipErrorNoDevice (hipErrorNoDevice)"), "rocm: expected"),
     ({**_report(), "check": [{"device": "cpu", "ok": False, "message": "boom"}]},
      "cpu: --check failed: boom"),
+    # the wheel's build left a part out (devmm-info's build section, ADR 43)
+    ({**_report(), "build": [b for b in _report()["build"] if b["name"] != "libdevmm-torch"]},
+     "build: libdevmm-torch: expected built, devmm-info says nothing"),
+    ({**_report(), "build": [{**b, "built": b["name"] != "rocm"} for b in _report()["build"]]},
+     "build: rmm: expected left out"),
 ])
 def test_wheel_smoke_checks_fail_on_a_wrong_report(report, what):
     problems = _wheel_checks().plugin_problems(report)
@@ -445,6 +453,39 @@ def test_wheel_check_passes_a_complete_wheel():
 def test_wheel_check_fails_a_wheel_without_its_licenses_or_parts(members, what):
     problems = _wheel_checks().wheel_problems(members, _read_notice)
     assert any(p.startswith(what) for p in problems), problems
+
+
+def test_wheel_floor_check_refuses_another_tag_and_newer_glibc_versions():
+    # ADR 43: manylinux_2_28, and no ELF needing a GLIBC_ version past 2.28
+    checks = _wheel_checks()
+    wheel_file = "devmm-0.1.0.dist-info/WHEEL"
+
+    def read(tag, elf=b""):
+        return lambda n: (f"Wheel-Version: 1.0\nTag: {tag}\n".encode() if n == wheel_file
+                          else elf)
+    good = f"dist/devmm-0.1.0-{checks.TAG}.whl"
+    assert checks.floor_problems(good, [wheel_file, "devmm/__init__.py"],
+                                 read(checks.TAG)) == []
+    old = "py3-none-manylinux_2_34_x86_64"
+    problems = checks.floor_problems(f"devmm-0.1.0-{old}.whl", [wheel_file], read(old))
+    assert problems == [f"the file name is not tagged {checks.TAG}",
+                        f".dist-info/WHEEL: tags [{old!r}], expected [{checks.TAG!r}]"]
+    # an ELF's needs are what objdump -T lists; a floor below its newest one names that
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("no objdump to compare the ELF reader with")
+    exe = os.path.realpath(sys.executable)
+    listed = subprocess.run([objdump, "-T", exe], capture_output=True, text=True).stdout
+    want = sorted({tuple(map(int, v.split("."))) for v in re.findall(r"\bGLIBC_(2[.0-9]*\d)\b",
+                                                                     listed)})
+    with open(exe, "rb") as f:
+        elf = f.read()
+    assert checks.glibc_needs(elf) == want and want, (want, exe)
+    checks.GLIBC_FLOOR = want[-1][:1] + (want[-1][1] - 1,)
+    newest = "GLIBC_" + ".".join(map(str, want[-1]))
+    assert checks.floor_problems(good, [wheel_file, "devmm/_native/x"], read(checks.TAG, elf)) \
+        == [f"devmm/_native/x needs {newest}, newer than the floor "
+            f"GLIBC_{'.'.join(map(str, checks.GLIBC_FLOOR))}"]
 
 
 def test_every_installed_program_is_a_console_script_of_the_wheel():
