@@ -112,18 +112,20 @@ mutate-ci: deps
 verify: lint test asan tsan valgrind python-asan fuzz mutate-ci
 
 # A portable wheel in dist/ from the *committed* tree (the sdist is `meson dist`, a git archive):
-# the sdist, a wheel built from it (pip's path: meson-python), retagged
-# py3-none (ctypes only: no CPython ABI) and repaired by auditwheel (libltdl and libinih vendored,
-# the manylinux tag Debian 12's glibc allows: manylinux_2_34), then checked: the native parts,
-# the license texts and a notice for each vendored library (tools/wheel_checks.py --wheel).
-# Tools: .venv-wheel (tools/deps.sh wheel).
+# the sdist and a wheel built from it (pip's path: meson-python) for the floor glibc 2.28
+# (tools/wheel-build.sh: Zig's C compiler against glibc 2.28, libltdl rebuilt from Debian's
+# source with it; ADR 43), retagged py3-none (ctypes only: no CPython ABI) and repaired by
+# auditwheel as manylinux_2_28 (that libltdl and Debian's libinih vendored), then checked: the
+# native parts, the license texts, a notice for each vendored library, the tag and every ELF's
+# glibc symbol versions (tools/wheel_checks.py --wheel). Tools: .venv-wheel (tools/deps.sh wheel).
 WHEEL_VENV = .venv-wheel
 wheel:
 	@./tools/deps.sh wheel
 	rm -rf dist
-	$(WHEEL_VENV)/bin/python -m build --outdir dist/raw .
+	./tools/wheel-build.sh dist/raw
 	$(WHEEL_VENV)/bin/python -m wheel tags --remove --python-tag py3 --abi-tag none dist/raw/*.whl
-	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_VENV)/bin/auditwheel repair -w dist dist/raw/*.whl
+	LD_LIBRARY_PATH="$(CURDIR)/build-wheel/ltdl/prefix/lib" PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" \
+	  $(WHEEL_VENV)/bin/auditwheel repair --plat manylinux_2_28_x86_64 -w dist dist/raw/*.whl
 	mv dist/raw/*.tar.gz dist/
 	rm -rf dist/raw
 	$(WHEEL_VENV)/bin/python tools/wheel_checks.py --wheel dist/devmm-*.whl
@@ -134,4 +136,4 @@ wheel-smoke: wheel
 	./tools/wheel-smoke.sh dist
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(MUTATE_BUILD) dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(MUTATE_BUILD) dist build-wheel

@@ -7,7 +7,8 @@
 #                         Debian's numpy/torch, and the PyPI test venv .venv (numpy >= 2.3, JAX,
 #                         RMM wheels)
 #   tools/deps.sh wheel   (make wheel) the build's, plus HIP headers (the ROCm plugin goes into
-#                         the wheel), python3-venv and the wheel tools venv .venv-wheel
+#                         the wheel), python3-venv, the wheel tools venv .venv-wheel (with Zig's
+#                         C compiler) and what rebuilding libltdl from source takes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
@@ -28,7 +29,8 @@ APT_PACKAGES=(                                         # make test / make verify
   clang libclang-rt-14-dev valgrind                    # sanitizers, fuzzing, valgrind
   chromium                                             # the timeline's browser test (headless)
 )
-WHEEL_PACKAGES=("${BUILD_PACKAGES[@]}" libamdhip64-dev python3 python3-venv)
+WHEEL_PACKAGES=("${BUILD_PACKAGES[@]}" libamdhip64-dev python3 python3-venv
+                dpkg-dev xz-utils autoconf automake)   # libltdl from source (wheel-build.sh)
 
 case $mode in
   build) wanted=("${BUILD_PACKAGES[@]}") ;;
