@@ -101,18 +101,21 @@ extern const devmm_resource_ipc_ops gpu_ipc_device, gpu_ipc_async;
 /* The IPC ledger (ipc_ledger.c, ADR 38): an exporter's free of <gpu>.device memory that another
  * process maps waits until it closed. */
 struct ipcfd_ref;
+#define GPU_LEDGER_LAYOUT 2 /* 2: holder words of (pid, start time) per slot (ADR 44); 0: none */
 #if GPU_HAS_IPC
 /* The slot of an exported allocation (made on its first export): ref names it, gen its
- * generation; 0, or -1 when there is no ledger (the export goes without). */
-int gpu_ledger_export(int device, void *base, struct ipcfd_ref *ref, uint32_t *gen);
+ * generation, layout the ledger's (ADR 44); 0, or -1 when there is no ledger (none: no hold). */
+int gpu_ledger_export(int device, void *base, struct ipcfd_ref *ref, uint32_t *gen,
+                      uint32_t *layout);
 /* 1 if the free of ptr (device current) is deferred because an importer maps it; 0: free it. */
 int gpu_ledger_defer_free(int device, void *ptr);
 /* Does the deferred frees no importer needs any more (one atomic load when there are none). */
 void gpu_ledger_reap(void);
 /* Whether the owner freed the allocation at base (its runtime free waits for importers). */
 int gpu_ledger_freed(int device, const void *base);
-/* An importer's first open of a slot: counted; the token for gpu_ledger_leave, or NULL. */
-void *gpu_ledger_join(const struct ipcfd_ref *ref, int32_t pid, uint32_t gen);
+/* An importer's first open of a slot: its hold (this process's holder word, ADR 44, or the
+ * anonymous count); the token for gpu_ledger_leave, or NULL. */
+void *gpu_ledger_join(const struct ipcfd_ref *ref, int32_t pid, uint32_t gen, uint32_t layout);
 /* An importer's last close of what gpu_ledger_join counted (NULL: nothing). */
 void gpu_ledger_leave(void *joined);
 #else

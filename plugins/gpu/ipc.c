@@ -28,9 +28,9 @@ typedef struct {
                       allocation's base, whatever pointer inside it was exported) */
   ipcfd_ref pool;  /* IPC_POOL: the exporter's pool descriptor */
   unsigned char data[64];
-  uint64_t base, size; /* IPC_RUNTIME: the allocation in the exporter (its own opens use them) */
-  uint32_t ledger_gen; /* IPC_RUNTIME: the generation of its ledger slot, which pool names */
-  uint32_t reserved;
+  uint64_t base, size;    /* IPC_RUNTIME: the allocation in the exporter (its own opens use them) */
+  uint32_t ledger_gen;    /* IPC_RUNTIME: the generation of its ledger slot, which pool names */
+  uint32_t ledger_layout; /* IPC_RUNTIME: the ledger's layout (ipc_ledger.c); 0: an older devmm's */
 } gpu_ipc_payload;
 _Static_assert(sizeof(gpu_ipc_payload) <= DEVMM_IPC_PAYLOAD_SIZE, "the payload fits a handle");
 
@@ -181,7 +181,7 @@ static int open_mapping(gpu_res *r, const gpu_ipc_payload *pl, size_t bytes, int
     x->device = r->device;
     memcpy(x->handle, &h, sizeof h);
     x->refs = 1;
-    x->joined = gpu_ledger_join(&pl->pool, pid, pl->ledger_gen);
+    x->joined = gpu_ledger_join(&pl->pool, pid, pl->ledger_gen, pl->ledger_layout);
     x->next = mappings;
     mappings = x;
     *m = x;
@@ -261,7 +261,8 @@ static int g_ipc_get_handle(devmm_resource *self, void *ptr, size_t bytes, unsig
     pl.offset = off;
     pl.base = (uint64_t)(uintptr_t)base;
     pl.size = size;
-    gpu_ledger_export(r->device, base, &pl.pool, &pl.ledger_gen); /* none: no deferred free */
+    /* none: no deferred free */
+    gpu_ledger_export(r->device, base, &pl.pool, &pl.ledger_gen, &pl.ledger_layout);
     memcpy(pl.data, &h, sizeof h < sizeof pl.data ? sizeof h : sizeof pl.data);
     memcpy(payload, &pl, sizeof pl);
     return DEVMM_OK;
@@ -305,6 +306,12 @@ static int g_ipc_open(devmm_resource *self, const unsigned char *payload, size_t
     int rc = check_range(kind, &pl, bytes, (size_t)pl.size, "the allocation it names");
     if (rc)
       return rc;
+    if (pl.pool.ino && pl.ledger_layout > GPU_LEDGER_LAYOUT) /* ADR 44 */
+      return gpu_host->set_error(DEVMM_EINVAL,
+                                 "%s: the IPC handle's ledger has layout %u, this devmm knows "
+                                 "layouts 0..%d: it was made by a newer devmm (use the same "
+                                 "devmm on both sides)",
+                                 kind, (unsigned)pl.ledger_layout, GPU_LEDGER_LAYOUT);
     if (pid == (int32_t)getpid()) { /* CUDA opens nothing in the exporter: its own memory */
       rc = open_own(r, &pl, bytes, out);
       if (!rc)
