@@ -32,7 +32,12 @@ if [ ! -f "$ltdl/.done-$ltdl_version" ]; then
   echo "wheel-build: libltdl $ltdl_version from Debian's source package, for glibc $glibc"
   rm -rf "$ltdl"
   mkdir -p "$ltdl/apt/lists/partial" "$ltdl/src"
-  printf 'deb-src http://deb.debian.org/debian bookworm main\n' >"$ltdl/apt/sources.list"
+  # the Debian mirror this machine's apt already uses (as tools/fresh-debian.sh finds it)
+  mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
+    /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 || true)
+  [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+  printf 'deb-src %s bookworm main\n' "${mirror:-http://deb.debian.org/debian}" \
+    >"$ltdl/apt/sources.list"
   apt=(-o "Dir::Etc::SourceList=$ltdl/apt/sources.list" -o Dir::Etc::SourceParts=/nonexistent
        -o "Dir::State::Lists=$ltdl/apt/lists" -o Debug::NoDropPrivs=true)
   apt-get "${apt[@]}" update -qq
@@ -50,7 +55,7 @@ ln -sf /usr/lib/x86_64-linux-gnu/libinih.so "$scratch/lib/libinih.so"
 
 # -g0: zig cc writes debug info unless told not to (gcc's release build has none; ADR 43)
 # meson-python builds the sdist's wheel in build isolation; CC, CFLAGS, LDFLAGS pass through
-CC="$scratch/bin/zcc" CXX="ccache c++" \
+CC="$scratch/bin/zcc" CXX=c++ \
   CFLAGS="-g0 -I$ltdl/prefix/include -idirafter /usr/include" \
   LDFLAGS="-L$scratch/lib" \
   LD_LIBRARY_PATH="$ltdl/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
