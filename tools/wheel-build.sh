@@ -19,6 +19,15 @@ scratch=$PWD/build-wheel
 glibc=2.28
 ltdl_version=2.4.7-7~deb12u1  # Debian 12's libltdl7 (LICENSES/THIRD-PARTY.md names it)
 
+# the wheel carries the cuda plugin (wheel_checks.py --wheel refuses one without it), which links
+# the CUDA 13 toolkit's static runtime: say so now, not after the build
+cudart=/usr/local/cuda/lib64/libcudart_static.a  # meson_options.txt toolkit_dir's default
+if [ ! -f "$cudart" ]; then
+  echo "wheel-build: no $cudart: the wheel's cuda plugin needs the CUDA 13 toolkit in" \
+    "/usr/local/cuda at build time (NVIDIA's CUDA 13 toolkit for Debian 12; the user's machine" \
+    "needs none)" >&2
+  exit 2
+fi
 mkdir -p "$scratch/bin" "$scratch/lib"
 cat >"$scratch/bin/zcc" <<EOF
 #!/bin/sh
