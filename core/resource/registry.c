@@ -1,6 +1,7 @@
-/* The per-device registry: a small table of (device, resource) under one mutex. On a miss it
- * asks the hook the configuration installed (devmm__registry_set_miss_hook) to initialise
- * devmm and to say why; it calls nothing else outside this file. */
+/* The per-device registry: a small table of (device, resource) under one mutex. On a miss (a get
+ * or a set of a device without one) it asks the hook the configuration installed
+ * (devmm__registry_set_miss_hook) to initialise devmm and to say why; it calls nothing else outside
+ * this file. */
 #include "resource_internal.h"
 
 #include <pthread.h>
@@ -63,6 +64,17 @@ int devmm_get_current_resource(devmm_device device, devmm_resource **out) {
 
 int devmm_set_current_resource(devmm_device device, devmm_resource *r, devmm_resource **previous) {
   devmm_resource *old = NULL;
+  /* a set is a use of the device: with none yet, devmm initialises (and a plugin counts its
+   * devices on first use) as at a get's miss, so the previous resource is the configured one,
+   * never NULL (suite registry: registry_first_set_returns_the_configured_resource) */
+  if (!lookup(device, &old)) {
+    char why[DEVMM__MSG_MAX];
+    devmm__registry_miss_fn hook = atomic_load(&miss_hook);
+    if (hook)
+      hook(device, why, sizeof why);
+  }
+  devmm_resource_release(old);
+  old = NULL;
   pthread_mutex_lock(&lock);
   entry *e = find(device);
   if (e) {

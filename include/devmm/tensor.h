@@ -56,6 +56,11 @@ DEVMM_API void devmm_buffer_unacquire(devmm_buffer *b);
  * streams (DLPack's -1), nothing waits. A buffer on another thread's DEVMM_STREAM_PER_THREAD:
  * the caller waits for the whole device first (ADR 38). */
 DEVMM_API int devmm_buffer_stream_wait(devmm_buffer *b, devmm_stream consumer);
+/* Prefetches the buffer's memory to device (its own, the one its resource moves memory to:
+ * cuda:0 for cuda_managed:0), ordered on stream (devmm_prefetch); DEVMM_ENOTSUP, saying so, where
+ * the memory does not move (whatever device); DEVMM_EINVAL for another device; DEVMM_ESTATE once
+ * freed. */
+DEVMM_API int devmm_buffer_prefetch(devmm_buffer *b, devmm_device device, devmm_stream stream);
 /* Frees that must come after consumers' streams (memory handed to other streams, or released
  * by its last consumer after the owner) are done by a background thread once the device is
  * idle, and never while a graph capture devmm sees is underway (ADR 38); this waits until every

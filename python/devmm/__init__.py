@@ -20,7 +20,7 @@ from .errors import (BufferFreedError, CallbackError, ConfigError, DeviceExportE
 from .profile import profiler as profile
 from .resource import (MemoryResource, get_current_device_resource, set_current_device_resource,
                        using_memory_resource)
-from .tensor import Buffer, Tensor, empty, from_buffer_view, zeros
+from .tensor import Buffer, Tensor, empty, from_buffer_view, prefetch, zeros
 
 # The package has no import cycle (tests/python/test_structure.py, ADR 36): devmm.ipc, loaded
 # on first use below, plugs in the tensors' process side; devmm.profile is bound to its callable `profiler`
@@ -124,7 +124,7 @@ __all__ = [
     "Strided", "Tensor",
     "ThreadSafeAdaptor",
     "TrackingAdaptor", "devices", "empty", "from_buffer_view", "get_current_device_resource",
-    "info", "init", "open_ipc", "plugins", "profile", "set_current_device_resource",
+    "info", "init", "open_ipc", "plugins", "prefetch", "profile", "set_current_device_resource",
     "snapshot",
     "using_memory_resource", "version", "zeros",
     # coming from RMM (docs/from-rmm.md)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 from . import _lib, _shared
 from ._lib import ctypes  # imported on first use (ADR 45)
 from ._shared import SameHandle, stream_arg, typed
-from .resource import MemoryResource, format_device, get_current_device_resource
+from .resource import MemoryResource, format_device, get_current_device_resource, parse_device
 
 _py_buffer_of = _lib.py_buffer_of
 _py_buffer_free = _lib.py_buffer_free
@@ -86,6 +86,12 @@ class Buffer(SameHandle):
     def stream(self) -> Optional[int]:
         return _lib.buffer_stream(self._h)
 
+    def prefetch(self, device: Union[str, tuple, None] = None,
+                 stream: Optional[int] = None) -> bool:
+        """Prefetches the memory to device, as :func:`devmm.prefetch` does (RMM's
+        ``DeviceBuffer.prefetch``)."""
+        return prefetch_buffer(self._h, device, stream)
+
     def ipc_handle(self) -> bytes:
         """A handle another process opens with :func:`devmm.open_ipc` to map this memory
         (a 1-D ``uint8`` tensor there), when the resource shares memory (``cpu.shm``,
@@ -104,6 +110,19 @@ class Buffer(SameHandle):
 
 
 _new_buffer = Buffer.__new__
+
+
+def prefetch_buffer(h: int, device: Union[str, tuple, None], stream: Optional[int]) -> bool:
+    """devmm_buffer_prefetch of the C buffer h (:func:`devmm.prefetch`): True once queued, False
+    where the memory does not move (nothing is done)."""
+    d = _lib.buffer_device(h) if device is None else parse_device(device)
+    s = _lib.buffer_stream(h) if stream is None else stream_arg(stream)
+    rc = _lib.buffer_prefetch(h, d, s)
+    if rc == _lib.CONSTANTS["DEVMM_ENOTSUP"]:  # memory that does not move: RMM's no-op
+        _lib.clear_error()
+        return False
+    _lib.check(rc)
+    return True
 
 
 def wrap_buffer(cap: object) -> Buffer:

@@ -176,6 +176,7 @@ SIGNATURES = {
     "devmm_buffer_device": (Device, [_P]),
     "devmm_buffer_stream": (_P, [_P]),
     "devmm_buffer_stream_wait": (c_int, [_P, _P]),
+    "devmm_buffer_prefetch": (c_int, [_P, Device, _P]),
     "devmm_deferred_frees_wait": (None, []),
     "devmm_tensor_create": (c_int, [_P, DType, c_int, POINTER(c_int64), POINTER(c_int64),
                                     c_size_t, c_int, POINTER(c_void_p)]),

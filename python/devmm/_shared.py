@@ -104,8 +104,9 @@ scoped: ContextVar[dict] = ContextVar("devmm_scoped", default={})
 
 
 set_objects: dict = {}
-"""{device key: the MemoryResource last set from Python}: what get_current_device_resource
-gives back (the same object, of its own class: RMM's) while C's current resource is still it."""
+"""{device key: the MemoryResource last set from Python, or the wrapper get_current_device_resource
+made of C's}: what it gives back (the same object, of its own class: RMM's) while C's current
+resource is still it."""
 configured: dict = {}
 """{device key: the resource C had before the first set from Python since devmm.init (None:
 none yet)}: what reset_current_device_resource restores. devmm.init clears both."""

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
     DeviceLike = Union[str, tuple, None]
 
+from _thread import allocate_lock  # built in: threading.py costs start-up time
+
 from . import _lib
 from ._lib import ctypes  # imported on first use (ADR 45)
 from ._lib import format_device
@@ -28,6 +30,7 @@ from .errors import DevmmValueError
 # (test_raw_deallocate_refuses_what_allocate_did_not_give).
 _given: dict[int, dict[int, tuple[int, int]]] = {}
 _DEVICE_CACHE: dict[object, _lib.Device] = {}  # None: the CPU
+_lock = allocate_lock()  # get_current_device_resource's remembering: one wrapper per resource
 
 
 def parse_device(device: DeviceLike) -> _lib.Device:
@@ -179,11 +182,14 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
     """The resource :func:`devmm.empty` uses for device (default: cpu): the innermost
     :func:`using_memory_resource` for it, else the process-wide one from devmm.ini, as the
     class of its top adaptor (a ``statistics`` stack is a :class:`StatisticsAdaptor`), or the
-    very object :func:`set_current_device_resource` was given, as RMM gives it back.
+    very object :func:`set_current_device_resource` was given. Either way the same object comes
+    back each time while it is the current one, as RMM's does.
 
     >>> import devmm
     >>> devmm.get_current_device_resource().device
     'cpu'
+    >>> devmm.get_current_device_resource() is devmm.get_current_device_resource()
+    True
     """
     d = parse_device(device)
     over = scoped.get().get(device_key(d))
@@ -191,11 +197,21 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
         return over
     out = ctypes.c_void_p()
     _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
-    mine = set_objects.get(device_key(d))
+    key = device_key(d)
+    mine = set_objects.get(key)
     if mine is not None and mine._h == out.value:
         _lib.py_own_resource(out.value)  # the reference C gave: released as it goes
         return mine
-    return typed(out.value)
+    # One devmm.ini built (or C set): wrapped once, then given back itself, as RMM's is
+    # (tests/python/test_rmm_identity.py). The wrapper's reference keeps the address from being
+    # reused while it is remembered; devmm.init forgets it, a set or reset replaces it.
+    obj = typed(out.value)
+    with _lock:
+        mine = set_objects.get(key)
+        if mine is not None and mine._h == obj._h:
+            return mine  # another thread wrapped it first: obj lets its reference go
+        set_objects[key] = obj
+    return obj
 
 
 def set_current_device_resource(resource: MemoryResource,

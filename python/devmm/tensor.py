@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .layout import Layout
 
 from . import _lib, _shared
-from ._buffer import Buffer, wrap_buffer
+from ._buffer import Buffer, prefetch_buffer, wrap_buffer
 from ._interchange import (CPU_KEY, CUDA_DEVICES, HOST_DEVICES, I64_MAX, IS_COPIED, PINNED,
                            STREAM_ALL, STREAMED, TYPESTR, Interface, check_stream,
                            export_error, parse_dl_device, stream_wait)
@@ -230,6 +230,12 @@ class Tensor:
             return self._copy_to(self._dev)
         d = parse_device(device)
         return self._copy_to((d.device_type, d.device_id))
+
+    def prefetch(self, device: Union[str, tuple, None] = None,
+                 stream: Optional[int] = None) -> bool:
+        """Prefetches the memory of this tensor's buffer to device, as :func:`devmm.prefetch`
+        does."""
+        return prefetch_buffer(_lib.tensor_buffer(self._h), device, stream)
 
     def _no_array_interface(self) -> Optional[str]:
         """Why NumPy's array interface cannot describe this tensor, or None."""
@@ -502,4 +508,25 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))
 
 
-__all__ = ["Buffer", "Tensor", "empty", "zeros", "from_buffer_view", "DType"]
+def prefetch(obj: Union[Tensor, Buffer], device: Union[str, tuple, None] = None,
+             stream: Optional[int] = None) -> bool:
+    """Prefetches the memory of a devmm Tensor (its whole buffer) or Buffer to device, ordered
+    on stream (default: the buffer's), as RMM's ``DeviceBuffer.prefetch`` does; C:
+    ``devmm_buffer_prefetch``. device is the memory's own (the default; ``"sim:0"`` for
+    ``sim_managed:0``): the GPU plugins' managed and system memory moves only there. True once
+    it is queued; False where the memory does not move (``cpu.malloc``, plain device memory):
+    nothing is done, as RMM does. Another device is a :class:`DevmmValueError`, a freed buffer
+    a :class:`DevmmStateError`.
+
+    >>> import devmm
+    >>> devmm.prefetch(devmm.empty(64, "uint8"))   # host memory: nothing moves
+    False
+    """
+    if isinstance(obj, Tensor):
+        return obj.prefetch(device, stream)
+    if isinstance(obj, Buffer):
+        return obj.prefetch(device, stream)
+    raise TypeError(f"devmm.prefetch: expected a devmm Tensor or Buffer, got {type(obj).__name__}")
+
+
+__all__ = ["Buffer", "Tensor", "empty", "zeros", "from_buffer_view", "prefetch", "DType"]

@@ -9,7 +9,10 @@
 static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
 
 START_TEST(registry_set_get_swap) {
-  devmm_registry_clear();
+  setenv("XDG_CONFIG_HOME", "/nonexistent-devmm-test", 1);
+  unsetenv("DEVMM_CONFIG");
+  ck_assert_msg(devmm_init(NULL) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_registry_clear(); /* initialised, with no current resource: the set finds none */
   devmm_resource *r = testres_create(NULL), *got = NULL, *prev = (void *)1;
   devmm_device cuda0 = {DEVMM_DEVICE_CUDA, 0};
   ck_assert_int_eq(devmm_set_current_resource(CPU, r, &prev), DEVMM_OK);
@@ -31,6 +34,28 @@ START_TEST(registry_set_get_swap) {
   ck_assert_int_eq(devmm_get_current_resource(CPU, NULL), DEVMM_EINVAL);
   devmm_resource_release(r);
   devmm_resource_release(r2);
+}
+END_TEST
+
+/* The first set of a process initialises devmm first (as the first get would), so the previous
+ * resource is the configured one, never NULL: `prev = set(mine); ...; set(prev)` works
+ * (docs/api.md; tests/python/test_rmm_identity.py). */
+START_TEST(registry_first_set_returns_the_configured_resource) {
+  setenv("XDG_CONFIG_HOME", "/nonexistent-devmm-test", 1);
+  unsetenv("DEVMM_CONFIG");
+  devmm_shutdown();
+  devmm_registry_clear();
+  devmm_resource *r = testres_create(NULL), *prev = NULL, *got = NULL;
+  ck_assert_int_eq(devmm_set_current_resource(CPU, r, &prev), DEVMM_OK);
+  ck_assert_msg(prev != NULL, "the first set on cpu returned no previous resource");
+  ck_assert_str_eq(devmm_resource_name(prev), "cpu.malloc"); /* the built-in default's */
+  ck_assert_int_eq(devmm_set_current_resource(CPU, prev, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_get_current_resource(CPU, &got), DEVMM_OK);
+  ck_assert_ptr_eq(got, prev);
+  devmm_resource_release(got);
+  devmm_resource_release(prev);
+  devmm_resource_release(r);
+  devmm_shutdown();
 }
 END_TEST
 
@@ -65,6 +90,7 @@ Suite *registry_suite(void) {
   Suite *s = suite_create("registry");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, registry_set_get_swap);
+  tcase_add_test(tc, registry_first_set_returns_the_configured_resource);
   tcase_add_test(tc, registry_config_source_during_init);
   suite_add_tcase(s, tc);
   return s;

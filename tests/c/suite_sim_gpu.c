@@ -206,6 +206,67 @@ START_TEST(a_callers_own_context_survives_a_call_on_another_device) {
 }
 END_TEST
 
+/* A GPU plugin counts its devices at their first use (ADR 38); a set is a use: the previous
+ * resource it returns is the configured stack, never NULL (tests/python/test_rmm_identity.py). */
+START_TEST(set_as_first_use_returns_the_configured_resource) {
+  static const char ini[] = "[devmm]\nplugins = cpu, sim\n[plugin sim]\njitter_us = 0\n"
+                            "[device sim:*]\nresource = sim.async\n";
+  devmm_registry_clear();
+  ck_assert_msg(devmm_init_text(ini, sizeof ini - 1, NULL) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_device sim0;
+  ck_assert_int_eq(devmm_device_parse("sim:0", &sim0), DEVMM_OK);
+  /* a host resource: a sim kind would count the devices before the set */
+  devmm_resource *mine = testres_create(NULL), *prev = NULL, *got = NULL;
+  ck_assert_int_eq(devmm_set_current_resource(sim0, mine, &prev), DEVMM_OK);
+  ck_assert_msg(prev != NULL, "the first set on sim:0 returned no previous resource");
+  ck_assert_str_eq(devmm_resource_name(prev), "sim.async");
+  ck_assert_int_eq(devmm_set_current_resource(sim0, prev, NULL), DEVMM_OK);
+  ck_assert_int_eq(devmm_get_current_resource(sim0, &got), DEVMM_OK);
+  ck_assert_ptr_eq(got, prev);
+  devmm_resource_release(got);
+  devmm_resource_release(prev);
+  devmm_resource_release(mine);
+}
+END_TEST
+
+/* devmm_buffer_prefetch: an existing allocation of managed memory is prefetched through the
+ * stack (RMM's DeviceBuffer.prefetch); memory that does not move, another device and a freed
+ * buffer are refused, saying so. */
+START_TEST(buffer_prefetch_moves_managed_memory) {
+  sim_init(0, 17);
+  devmm_resource *managed = kind("sim.managed", 0), *dev = kind("sim.device", 0), *stats;
+  ck_assert_int_eq(devmm_statistics_adaptor_create(managed, &stats), DEVMM_OK);
+  devmm_device sim0, sim1;
+  ck_assert_int_eq(devmm_device_parse("sim:0", &sim0), DEVMM_OK);
+  ck_assert_int_eq(devmm_device_parse("sim:1", &sim1), DEVMM_OK);
+  devmm_buffer *b, *d;
+  ck_assert_int_eq(devmm_buffer_allocate(stats, 4096, 0, NULL, &b), DEVMM_OK);
+  ck_assert_msg(devmm_buffer_prefetch(b, sim0, NULL) == DEVMM_OK, "%s", devmm_last_error());
+  ck_assert_int_eq(devmm_buffer_prefetch(b, devmm_buffer_device(b), NULL), DEVMM_OK);
+  sim.inject("MemPrefetchAsync", 0, 999); /* it reaches the runtime: its failure is said */
+  ck_assert_int_eq(devmm_buffer_prefetch(b, sim0, NULL), DEVMM_EDEVICE);
+  ck_assert_error_contains("sim.managed on sim:0: simMemPrefetchAsync(4096) failed");
+  sim.inject(NULL, 0, 0);
+  ck_assert_int_eq(devmm_buffer_prefetch(b, sim1, NULL), DEVMM_EINVAL);
+  ck_assert_error_contains("prefetch to sim:1: statistics(sim.managed) moves memory only to its "
+                           "own device (sim:0)");
+  ck_assert_int_eq(devmm_buffer_prefetch(b, CPU, NULL), DEVMM_EINVAL);
+  ck_assert_int_eq(devmm_buffer_allocate(dev, 64, 0, NULL, &d), DEVMM_OK);
+  ck_assert_int_eq(devmm_buffer_prefetch(d, sim0, NULL), DEVMM_ENOTSUP);
+  ck_assert_error_contains("sim.device: its memory does not move");
+  ck_assert_int_eq(devmm_buffer_prefetch(d, CPU, NULL), DEVMM_ENOTSUP); /* whatever the device */
+  devmm_buffer_free(b);
+  ck_assert_int_eq(devmm_buffer_prefetch(b, sim0, NULL), DEVMM_ESTATE);
+  ck_assert_error_contains("was freed: nothing to prefetch");
+  ck_assert_int_eq(devmm_buffer_prefetch(NULL, sim0, NULL), DEVMM_EINVAL);
+  devmm_buffer_release(b);
+  devmm_buffer_release(d);
+  devmm_resource_release(stats);
+  devmm_resource_release(managed);
+  devmm_resource_release(dev);
+}
+END_TEST
+
 /* The prefetch op (ABI 1.1) reaches the leaf through adaptors; the prefetch adaptor prefetches
  * each allocation, gives back one whose prefetch failed, and is refused over memory that does not
  * move (ADR 41). */
@@ -251,6 +312,8 @@ Suite *sim_gpu_suite(void) {
                                 own_pools_grant_their_peers_access,
                                 a_callers_own_context_survives_a_call_on_another_device,
                                 prefetch_reaches_the_leaf_through_adaptors,
+                                set_as_first_use_returns_the_configured_resource,
+                                buffer_prefetch_moves_managed_memory,
                                 NULL};
   return suite_of("sim_gpu", tests);
 }

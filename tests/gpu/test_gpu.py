@@ -158,6 +158,10 @@ def kinds_from_rmm_on_the_first_gpu():
     _round_trip(devmm.PrefetchAdaptor(mrs.ManagedMemoryResource(0)), _cupy_fill)
     with pyfail(devmm.DevmmError, "its memory does not move"):
         devmm.PrefetchAdaptor(mrs.CudaMemoryResource(0))
+    # an existing allocation (RMM's DeviceBuffer.prefetch; test_rmm_identity.py on the simulator)
+    m = devmm.zeros(1 << 20, "uint8", resource=mrs.ManagedMemoryResource(0))
+    assert devmm.prefetch(m) and m.prefetch(device="cuda:0")      # cudaMemPrefetchAsync
+    assert devmm.prefetch(devmm.zeros(64, "uint8", resource=mrs.CudaMemoryResource(0))) is False
     pool = cupy().cuda.runtime.deviceGetDefaultMemPool(0)   # a pool CuPy's runtime hands out
     _round_trip(mrs.CudaAsyncViewMemoryResource(pool, 0), _torch_fill)
     assert cupy().cuda.runtime.deviceGetDefaultMemPool(0) == pool   # still there, still its
