@@ -50,6 +50,32 @@ def _size(value: Union[int, str], total: int = 0, name: str = "size") -> int:
     return out.value
 
 
+def _arity(fn: object, what: str, ret: str, *shapes: str) -> int:
+    """How many positional arguments to call fn with: the most that one of ``shapes`` (devmm's
+    argument list first, then RMM's) has and fn's signature takes; devmm's when fn has no
+    signature (a builtin such as ``min``). TypeError naming each shape when none fits
+    (test_from_rmm.py: test_callback_resource_takes_rmms_signatures)."""
+    counts = [s.count(",") + 1 for s in shapes]
+    got = f"{type(fn).__name__} {fn!r}"
+    if callable(fn):
+        import inspect  # on first use: it costs start-up time
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            return counts[0]
+        if any(p.kind == p.VAR_POSITIONAL for p in params):
+            return counts[0]
+        pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        need = sum(p.default is p.empty for p in pos)
+        fits = [n for n in counts if need <= n <= len(pos)]
+        if fits:
+            return max(fits)
+        got = f"a function of {len(pos)} argument{'' if len(pos) == 1 else 's'}"
+    alts = " and ".join(f"({s})" for s in shapes[1:])
+    raise TypeError(f"{what} must be callable({shapes[0]}){ret}, got {got} (RMM's {alts} "
+                    f"{'is' if len(shapes) == 2 else 'are'} taken too)")
+
+
 class StatisticsAdaptor(MemoryResource):
     """Counts bytes and allocations: current, peak and total (lock-free).
     ``sharded=True`` keeps per-thread counters that scale with threads (the peak is then a
@@ -99,10 +125,13 @@ class StatisticsAdaptor(MemoryResource):
 
     @property
     def statistics(self) -> Statistics:
-        """All six counters of the innermost scope, as a frozen :class:`devmm.Statistics`."""
+        """All six counters of the innermost scope, as a frozen :class:`devmm.Statistics`
+        (also RMM's ``allocation_counts``: it reads as RMM's dict too)."""
         s = _lib.Statistics()
         _lib.check(_lib.statistics_get(self._h, ctypes.byref(s)))
         return _frozen(s)
+
+    allocation_counts = statistics
 
     def _get(self, field: str) -> int:
         s = _lib.Statistics()
@@ -126,13 +155,17 @@ class StatisticsAdaptor(MemoryResource):
     def pop(self) -> Statistics:
         """Ends the innermost scope; returns its counters (merged into the outer scope).
         Popping the last scope raises :class:`~devmm.errors.StatisticsScopeError`, a
-        :class:`DevmmStateError` and an ``IndexError`` (RMM's)."""
+        :class:`DevmmStateError` and an ``IndexError`` saying RMM's "cannot pop the last
+        counter pair"."""
         s = _lib.Statistics()
         rc = _lib.statistics_pop(self._h, ctypes.byref(s))
         if rc == _C["DEVMM_ESTATE"]:
-            raise StatisticsScopeError(_lib.last_error().decode(errors="replace"))
+            said = _lib.last_error().decode(errors="replace")  # then RMM's words, which RMM's
+            raise StatisticsScopeError(f"{said}: cannot pop the last counter pair")  # tests match
         _lib.check(rc)
         return _frozen(s)
+
+    push_counters, pop_counters = push, pop  # RMM's names
 
     def reset_peak(self) -> None:
         """Sets the peaks of the innermost scope to the current values."""
@@ -146,7 +179,8 @@ def _frozen(s: _lib.Statistics) -> Statistics:
 
 class LimitingAdaptor(MemoryResource):
     """Refuses allocations that would take its live bytes over ``limit`` (an int, or a size
-    like ``"4GiB"`` or ``"90%"`` of the device's memory) with :class:`OutOfMemoryError`.
+    like ``"4GiB"`` or ``"90%"`` of the device's memory; RMM's ``allocation_limit=`` is the
+    same argument) with :class:`OutOfMemoryError`.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -163,12 +197,19 @@ class LimitingAdaptor(MemoryResource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: MemoryResource, limit: Union[int, str]) -> None:
-        up = _upstream(upstream)
+    def __init__(self, upstream: MemoryResource, limit: Union[None, int, str] = None, *,
+                 allocation_limit: Union[None, int, str] = None) -> None:
+        up, what = _upstream(upstream), "limit"
+        if allocation_limit is not None:  # RMM's name (test_limiting_takes_rmms_names)
+            if limit is not None:
+                raise TypeError("LimitingAdaptor: give limit or allocation_limit, not both")
+            limit, what = allocation_limit, "allocation_limit"
+        if limit is None:
+            raise TypeError("LimitingAdaptor: missing the limit (limit= or allocation_limit=)")
         total = 0
         if isinstance(limit, str) and limit.strip().endswith("%"):
             total = up.mem_info()[1]
-        nbytes = _size(limit, total, "limit")
+        nbytes = _size(limit, total, what)
         if nbytes == 0:  # as devmm.ini's limit = 0 (tests/config/limit-zero.ini)
             raise ValueError(f"LimitingAdaptor: limit = {limit!r} would refuse every allocation: "
                              "expected a size or a percentage above 0 (to limit nothing, leave "
@@ -183,6 +224,14 @@ class LimitingAdaptor(MemoryResource):
     allocated_bytes = property(lambda self: self._get()[0], doc="Bytes live through it.")
     limit = property(lambda self: self._get()[1], doc="The limit in bytes.")
 
+    def get_allocated_bytes(self) -> int:
+        """:attr:`allocated_bytes` (RMM's name)."""
+        return self._get()[0]
+
+    def get_allocation_limit(self) -> int:
+        """:attr:`limit` (RMM's name)."""
+        return self._get()[1]
+
 
 class TrackingAdaptor(MemoryResource):
     """Records every live allocation: find the allocation containing any address, list the
@@ -190,7 +239,8 @@ class TrackingAdaptor(MemoryResource):
     stack, at most ``python_stack`` frames, when it is > 0). ``history=N`` keeps the last N
     allocate/free events for :func:`devmm.snapshot` timelines. From Python, a C backtrace is
     mostly the interpreter's own frames (``python(+0x14de98)``), so ``backtraces=True``
-    records the Python stack too (16 frames) unless ``python_stack`` says otherwise.
+    records the Python stack too (16 frames) unless ``python_stack`` says otherwise. RMM's
+    ``capture_stacks=True`` is ``python_stack=16`` (False: 0); give one of the two.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
@@ -204,8 +254,16 @@ class TrackingAdaptor(MemoryResource):
     __slots__ = ()
 
     def __init__(self, upstream: MemoryResource, backtraces: bool = False,
-                 python_stack: Optional[int] = None, history: int = 0) -> None:
+                 python_stack: Optional[int] = None, history: int = 0, *,
+                 capture_stacks: Optional[bool] = None) -> None:
         up = _upstream(upstream)
+        if capture_stacks is not None:  # RMM's (test_tracking_takes_rmms_capture_stacks)
+            if capture_stacks is not True and capture_stacks is not False:
+                raise TypeError(f"TrackingAdaptor: capture_stacks must be True or False, got "
+                                f"{type(capture_stacks).__name__} {capture_stacks!r}")
+            if python_stack is not None:
+                raise TypeError("TrackingAdaptor: give capture_stacks or python_stack, not both")
+            python_stack = 16 if capture_stacks else 0
         if python_stack is None:  # test_backtraces_from_python_record_the_python_stack_too
             python_stack = 16 if backtraces else 0
         if python_stack or history:  # the options (devmm._pystack); none of their cost otherwise
@@ -248,8 +306,9 @@ class TrackingAdaptor(MemoryResource):
         finally:
             _lib.string_free(out.value)
 
-    # RMM's names (docs/from-rmm.md)
-    get_outstanding_allocations_str = report
+    def get_outstanding_allocations_str(self) -> str:
+        """:meth:`report`, or ``""`` when nothing is outstanding (RMM's name and behaviour)."""
+        return self.report() if self.outstanding[0] else ""
 
     def get_allocated_bytes(self) -> int:
         """Bytes live through it (RMM's name; ``outstanding[1]``)."""
@@ -308,7 +367,8 @@ _PINNED: list = []
 
 
 class FailureCallbackAdaptor(MemoryResource):
-    """On out-of-memory from upstream, calls ``callback(nbytes, attempt)``; a true result
+    """On out-of-memory from upstream, calls ``callback(nbytes, attempt)`` (attempt 0 first),
+    or RMM's ``callback(nbytes)`` when its signature takes one argument; a true result
     retries the allocation (e.g. after ``gc.collect()``), false gives up. ``any_error=True``
     calls it on any failed allocation, not only out-of-memory (RMM's
     ``failure_callback_resource_adaptor<bad_alloc>``). An exception the callback raises is
@@ -330,15 +390,16 @@ class FailureCallbackAdaptor(MemoryResource):
 
     __slots__ = ()
 
-    def __init__(self, upstream: MemoryResource, callback: Callable[[int, int], bool],
+    def __init__(self, upstream: MemoryResource,
+                 callback: Union[Callable[[int, int], bool], Callable[[int], bool]],
                  any_error: bool = False) -> None:
         up = _upstream(upstream)
-        if not callable(callback):
-            raise TypeError("callback must be callable(nbytes, attempt) -> bool")
+        n = _arity(callback, "FailureCallbackAdaptor: callback", " -> bool", "nbytes, attempt",
+                   "nbytes")
 
         def trampoline(nbytes: int, attempt: int, _user: int) -> int:
             try:
-                return 1 if callback(nbytes, attempt) else 0
+                return 1 if (callback(nbytes, attempt) if n == 2 else callback(nbytes)) else 0
             except BaseException as e:  # never across C: held, then raised by the caller
                 said = f"the failure callback raised {type(e).__name__} (not retried)"
                 hold(e, said, True)
@@ -413,10 +474,13 @@ def _device_runtime(device) -> Optional[MemoryResource]:
 
 class CallbackMemoryResource(MemoryResource):
     """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
-    ``deallocate(ptr, nbytes, alignment, stream)``. It works under every adaptor and with
-    :func:`devmm.empty`; an exception in a callback becomes a devmm error carrying its
-    message (``MemoryError`` becomes :class:`OutOfMemoryError`). Free what it allocated
-    before the interpreter exits: after that its frees are skipped.
+    ``deallocate(ptr, nbytes, alignment, stream)``, or RMM's ``allocate(nbytes, stream)`` and
+    ``deallocate(ptr, nbytes, stream)`` (or ``(nbytes)`` and ``(ptr, nbytes)``): each is called
+    with the arguments its signature takes, devmm's when it has none (a builtin); ``stream``
+    is the stream's handle, an int, or None (the default stream), never an RMM ``Stream``. It
+    works under every adaptor and with :func:`devmm.empty`; an exception in a callback becomes
+    a devmm error carrying its message (``MemoryError`` becomes :class:`OutOfMemoryError`).
+    Free what it allocated before the interpreter exits: after that its frees are skipped.
 
     On a device with streams (``cuda:N``, ``rocm:N``, ``sim:N``), copies, memsets and stream
     ordering go through ``runtime``, a resource of the same device (default: the device's
@@ -425,7 +489,8 @@ class CallbackMemoryResource(MemoryResource):
     then copies and fills it.
 
     The pointer must have the alignment asked for (a multiple of ``alignment``; tensors ask for
-    64 bytes on the CPU): one that has not is given back to ``deallocate`` and refused
+    64 bytes on the CPU), also from an RMM-style callback, which is not told it (CUDA's 256
+    bytes are enough): one that has not is given back to ``deallocate`` and refused
     (:class:`CallbackError`).
 
     >>> import ctypes
@@ -449,17 +514,17 @@ class CallbackMemoryResource(MemoryResource):
                  device: str = "cpu", name: str = "python",
                  runtime: Optional[MemoryResource] = None,
                  host_accessible: Optional[bool] = None) -> None:
-        for what, fn, args in (("allocate", allocate, "nbytes, alignment, stream) -> int"),
-                               ("deallocate", deallocate, "ptr, nbytes, alignment, stream)")):
-            if not callable(fn):
-                raise TypeError(f"CallbackMemoryResource: {what} must be callable({args}, got "
-                                f"{type(fn).__name__} {fn!r}")
+        na = _arity(allocate, "CallbackMemoryResource: allocate", " -> int",
+                    "nbytes, alignment, stream", "nbytes, stream", "nbytes")
+        nd = _arity(deallocate, "CallbackMemoryResource: deallocate", "",
+                    "ptr, nbytes, alignment, stream", "ptr, nbytes, stream", "ptr, nbytes")
         # Called by libdevmm's trampolines (_lib.py_callbacks), which take the GIL and keep any
         # exception pending on the thread out of these calls: allocate answers the address or
         # 0, free 0 or 1; on failure devmm's error says why.
         def alloc(nbytes: int, alignment: int, stream: Optional[int]) -> int:
             try:
-                ptr = allocate(nbytes, alignment, stream)
+                ptr = allocate(*((nbytes, alignment, stream) if na == 3 else
+                                 (nbytes, stream)[:na]))
                 if type(ptr) is not int or ptr <= 0 or ptr >= 1 << 63:
                     _lib.set_error(_ECALLBACK, b"%s",
                                    f"the allocate callback of '{name}' returned {ptr!r}, "
@@ -472,7 +537,8 @@ class CallbackMemoryResource(MemoryResource):
 
         def free(ptr: int, nbytes: int, alignment: int, stream: Optional[int]) -> int:
             try:
-                deallocate(ptr, nbytes, alignment, stream)
+                deallocate(*((ptr, nbytes, alignment, stream) if nd == 4 else
+                             (ptr, nbytes, stream)[:nd]))
                 return 0
             except BaseException as e:
                 _report(f"the deallocate callback of '{name}'", e)

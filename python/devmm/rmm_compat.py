@@ -236,6 +236,10 @@ _flush_level = level_enum.warn
 
 
 def _level(level: Union[level_enum, int, str]) -> level_enum:
+    """What the level functions take, as RMM's ``level_enum``: a ``devmm.level_enum``, its
+    number (an int 0 to 6, not a bool) or its name in any case, spaces around it ignored
+    (``"warning"`` is ``warn``). Another name or number is a ValueError, another type a
+    TypeError (test_from_rmm.py: test_log_levels_accept_what_the_docs_say)."""
     if isinstance(level, str):
         name = level.strip().lower()
         name = "warn" if name == "warning" else name
@@ -246,6 +250,9 @@ def _level(level: Union[level_enum, int, str]) -> level_enum:
             return level_enum(level)
         except ValueError:
             pass
+    else:
+        raise TypeError(f"a level is a devmm.level_enum, an int or a str, got "
+                        f"{type(level).__name__} {level!r}")
     raise ValueError(f"{level!r} is not a level: expected one of "
                      f"{', '.join(level_enum.__members__)} (or devmm.level_enum)")
 

@@ -1,6 +1,8 @@
 """What a user coming from RAPIDS RMM relies on (issue 24, docs/from-rmm.md, ADR 41): RMM's
 module-level conveniences over devmm's adaptors, and the differences devmm keeps or gave up."""
 
+import ctypes
+import dataclasses
 import os
 import subprocess
 import sys
@@ -297,3 +299,172 @@ def test_new_names_are_lazy():
                         "print('devmm.rmm_compat' in sys.modules)"],
                        capture_output=True, text=True)
     assert r.stdout.split() == ["False", "True"], r.stderr
+
+
+# ----------------------------------------------------------------------------- RMM's own names
+# What RMM's Python tests call, ported as they are (docs/from-rmm.md, Names)
+
+def test_outstanding_allocations_str_is_empty_with_none_outstanding(capfd):
+    tr = devmm.TrackingAdaptor(MallocMemoryResource())
+    assert tr.get_outstanding_allocations_str() == ""  # RMM's test: len(...) == 0
+    p = tr.allocate(64)
+    assert "64 bytes" in tr.get_outstanding_allocations_str()
+    tr.deallocate(p, 64)
+    assert len(tr.get_outstanding_allocations_str()) == 0
+    assert "0 outstanding allocations" in tr.report()  # devmm's summary, kept
+    was = devmm.get_logging_level()
+    try:
+        devmm.set_logging_level("debug")
+        tr.log_outstanding_allocations()  # says there are none, as report() does
+        assert "0 outstanding allocations" in capfd.readouterr().err
+    finally:
+        devmm.set_logging_level(was)
+
+
+def test_tracking_takes_rmms_capture_stacks():
+    base = MallocMemoryResource()
+    tr = devmm.TrackingAdaptor(base, capture_stacks=True)
+    p = tr.allocate(32)
+    stack = tr.lookup(p)["python_stack"]
+    assert stack[0][2] == "test_tracking_takes_rmms_capture_stacks" and len(stack) <= 16
+    assert "test_tracking_takes_rmms_capture_stacks" in tr.get_outstanding_allocations_str()
+    tr.deallocate(p, 32)
+    off = devmm.TrackingAdaptor(base, capture_stacks=False)
+    q = off.allocate(8)
+    assert off.lookup(q)["python_stack"] == []
+    off.deallocate(q, 8)
+    with pytest.raises(TypeError, match="capture_stacks or python_stack, not both"):
+        devmm.TrackingAdaptor(base, capture_stacks=True, python_stack=4)
+    with pytest.raises(TypeError, match="capture_stacks must be True or False"):
+        devmm.TrackingAdaptor(base, capture_stacks=1)
+
+
+def test_limiting_takes_rmms_names():
+    base = MallocMemoryResource()
+    lim = devmm.LimitingAdaptor(base, allocation_limit=1000)
+    assert lim.get_allocation_limit() == lim.limit == 1000
+    p = lim.allocate(100)
+    assert lim.get_allocated_bytes() == lim.allocated_bytes == 100
+    lim.deallocate(p, 100)
+    assert devmm.LimitingAdaptor(base, "1KiB").get_allocation_limit() == 1024
+    with pytest.raises(TypeError, match="limit or allocation_limit, not both"):
+        devmm.LimitingAdaptor(base, 10, allocation_limit=10)
+    with pytest.raises(TypeError, match="missing the limit"):
+        devmm.LimitingAdaptor(base)
+    with pytest.raises(ValueError, match="^allocation_limit"):  # the name it was given as
+        devmm.LimitingAdaptor(base, allocation_limit="lots")
+
+
+def _host_memory(live):
+    def alloc(nbytes):
+        buf = ctypes.create_string_buffer(nbytes + 256)
+        ptr = -(-ctypes.addressof(buf) // 256) * 256  # 256-aligned, as CUDA's
+        live[ptr] = buf
+        return ptr
+    return alloc
+
+
+def test_callback_resource_takes_rmms_signatures():
+    live, calls = {}, []
+    alloc = _host_memory(live)
+
+    def rmm_allocate(nbytes, stream):  # RMM's: allocate(nbytes, stream)
+        calls.append(("allocate", nbytes, stream))
+        return alloc(nbytes)
+
+    def rmm_deallocate(ptr, nbytes, stream):  # and deallocate(ptr, nbytes, stream)
+        calls.append(("deallocate", nbytes, stream))
+        del live[ptr]
+
+    r = devmm.CallbackMemoryResource(rmm_allocate, rmm_deallocate, name="rmm")
+    t = devmm.empty(10, "int8", resource=r)
+    t.buffer.free()
+    assert calls == [("allocate", 10, None), ("deallocate", 10, None)] and not live
+    # older RMM's: allocate(nbytes), deallocate(ptr, nbytes)
+    old = devmm.CallbackMemoryResource(lambda n: alloc(n), lambda p, n: live.pop(p))
+    p = old.allocate(16)
+    assert len(live) == 1
+    old.deallocate(p, 16)
+    assert not live
+    # an argument with a default is taken when it fits; *args takes devmm's four
+    seen = []
+    d = devmm.CallbackMemoryResource(lambda n, stream="unset": seen.append(stream) or alloc(n),
+                                     lambda *args: seen.append(args) or live.pop(args[0]))
+    p = d.allocate(8)
+    d.deallocate(p, 8)
+    assert seen[0] is None and len(seen[1]) == 4 and seen[1][:2] == (p, 8) and not live
+    with pytest.raises(TypeError, match=r"deallocate must be callable\(ptr, nbytes, alignment, "
+                                        r"stream\), got a function of 1 argument \(RMM's "
+                                        r"\(ptr, nbytes, stream\) and \(ptr, nbytes\) are"):
+        devmm.CallbackMemoryResource(rmm_allocate, lambda p: None)
+    with pytest.raises(TypeError, match=r"allocate must be callable\(nbytes, alignment, stream\) "
+                                        r"-> int, got a function of 4 arguments \(RMM's"):
+        devmm.CallbackMemoryResource(lambda a, b, c, d: 0, rmm_deallocate)
+
+
+def test_failure_callback_takes_rmms_one_argument_callback():
+    seen = []
+
+    def callback(nbytes):  # RMM's: callback(nbytes) -> bool
+        seen.append(nbytes)
+        return len(seen) < 3
+
+    limited = devmm.LimitingAdaptor(MallocMemoryResource(), 10)
+    mr = devmm.FailureCallbackAdaptor(limited, callback)
+    with pytest.raises(devmm.OutOfMemoryError, match="gave up after 3 attempts"):
+        mr.allocate(100)
+    assert seen == [100, 100, 100]
+    # a callable without a signature is called as devmm's: min(nbytes, attempt) is 0 at once
+    with pytest.raises(devmm.OutOfMemoryError, match="gave up after 1 attempt\\)"):
+        devmm.FailureCallbackAdaptor(limited, min).allocate(100)
+    with pytest.raises(TypeError, match=r"callback must be callable\(nbytes, attempt\) -> bool, "
+                                        r"got a function of 0 arguments \(RMM's \(nbytes\) is"):
+        devmm.FailureCallbackAdaptor(limited, lambda: True)
+
+
+def test_log_levels_accept_what_the_docs_say():
+    was = devmm.get_logging_level()
+    lv = devmm.level_enum
+    try:
+        for level, want in (("debug", lv.debug), (" Warning ", lv.warn), (3, lv.warn),
+                            (lv.info, lv.info), ("CRITICAL", lv.critical)):
+            devmm.set_logging_level(level)
+            assert devmm.get_logging_level() == want, level
+        for fn in (devmm.set_logging_level, devmm.set_flush_level, devmm.should_log):
+            for bad in ("loud", 99, -1, ""):
+                with pytest.raises(ValueError, match="is not a level: expected one of trace"):
+                    fn(bad)
+            for bad in (None, 1.5, True, b"info"):
+                with pytest.raises(TypeError, match="a level is a devmm.level_enum, an int or "
+                                                    "a str, got"):
+                    fn(bad)
+    finally:
+        devmm.set_logging_level(was)
+
+
+def test_statistics_read_as_rmms_dict():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource())
+    p = s.allocate(100)
+    counts = s.allocation_counts  # RMM's name
+    want = {"current_bytes": 100, "current_count": 1, "peak_bytes": 100, "peak_count": 1,
+            "total_bytes": 100, "total_count": 1}
+    assert counts["current_bytes"] == 100 and counts.current_bytes == 100
+    assert dict(counts) == want and counts == want and want == counts  # older RMM's: a dict
+    assert counts == devmm.Statistics(100, 1, 100, 1, 100, 1)  # newer RMM's: Statistics
+    assert counts != dict(want, peak_count=2) and counts != devmm.Statistics(0, 0, 0, 0, 0, 0)
+    assert list(counts) == list(want) and len(counts) == 6 and "peak_count" in counts
+    assert counts.get("nope") is None and dataclasses.asdict(counts) == want
+    assert hash(counts) == hash(devmm.Statistics(100, 1, 100, 1, 100, 1))
+    with pytest.raises(KeyError):
+        counts["nope"]
+    assert s.push_counters() == want  # RMM's names for push() and pop()
+    assert s.pop_counters().total_count == 0
+    s.deallocate(p, 100)
+
+
+def test_popping_the_last_scope_says_rmms_words():
+    s = devmm.StatisticsAdaptor(MallocMemoryResource())
+    with pytest.raises(IndexError, match="cannot pop the last counter pair"):  # RMM's test
+        s.pop_counters()
+    with pytest.raises(devmm.StatisticsScopeError, match="pop without a matching push"):
+        s.pop()
