@@ -131,7 +131,8 @@ wheel:
 	$(WHEEL_VENV)/bin/python tools/wheel_checks.py --wheel dist/devmm-*.whl
 	@ls -l dist
 
-# The wheel on a brand-new Debian 12 with only python3 + python3-venv (root; see the script).
+# The wheel on a brand-new Debian 12 and Debian 11 (Python 3.9) with only python3 + python3-venv
+# (root; see the script; WHEEL_SMOKE_SUITES=bookworm or bullseye for one).
 wheel-smoke: wheel
 	./tools/wheel-smoke.sh dist
 
