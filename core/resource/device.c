@@ -45,6 +45,14 @@ int devmm_device_host_accessible(devmm_device d) {
          d.device_type == DEVMM_DEVICE_SIM_HOST || d.device_type == DEVMM_DEVICE_SIM_MANAGED;
 }
 
+devmm_device devmm_device_home(devmm_device d) {
+  if (d.device_type == DEVMM_DEVICE_CUDA_MANAGED)
+    d.device_type = DEVMM_DEVICE_CUDA;
+  else if (d.device_type == DEVMM_DEVICE_SIM_MANAGED)
+    d.device_type = DEVMM_DEVICE_SIM;
+  return d;
+}
+
 /* The id after "name:" (none: 0), or -1 with the error set. */
 static long parse_device_id(const char *text, const char *colon) {
   if (!colon)

@@ -408,22 +408,15 @@ int devmm_buffer_stream_wait(devmm_buffer *b, devmm_stream consumer) {
   return rc;
 }
 
-/* The GPU a device's memory migrates to: managed memory's device is its GPU's (cuda_managed:0
- * moves to cuda:0). */
-static int32_t gpu_of(int32_t type) {
-  return type == DEVMM_DEVICE_CUDA_MANAGED  ? DEVMM_DEVICE_CUDA
-         : type == DEVMM_DEVICE_SIM_MANAGED ? DEVMM_DEVICE_SIM
-                                            : type;
-}
-
 int devmm_buffer_prefetch(devmm_buffer *b, devmm_device device, devmm_stream stream) {
   if (!b)
     return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_prefetch: buffer is NULL");
   if (devmm_buffer_is_freed(b))
     return devmm_set_error(DEVMM_ESTATE, "buffer of %zu bytes was freed: nothing to prefetch",
                            b->nbytes);
-  devmm_device own = {gpu_of(b->device.device_type), b->device.device_id};
-  if (gpu_of(device.device_type) != own.device_type || device.device_id != own.device_id) {
+  /* managed memory moves to its GPU: cuda_managed:0 to cuda:0 */
+  devmm_device own = devmm_device_home(b->device), to_home = devmm_device_home(device);
+  if (to_home.device_type != own.device_type || to_home.device_id != own.device_id) {
     int rc = devmm_prefetch(b->resource, NULL, 0, stream); /* memory that does not move: ENOTSUP */
     if (rc)
       return rc;

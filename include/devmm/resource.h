@@ -169,6 +169,10 @@ DEVMM_API int devmm_device_parse(const char *text, devmm_device *d);
 /* 1 if the CPU can read and write the device's memory directly (cpu, cuda_host, rocm_host,
  * cuda_managed), else 0. */
 DEVMM_API int devmm_device_host_accessible(devmm_device d);
+/* The device whose current resource memory of d is: the GPU managed memory belongs to
+ * (cuda_managed:N and sim_managed:N: cuda:N and sim:N), else d itself (pinned host memory is its
+ * own device, as devmm.ini's sections are). */
+DEVMM_API devmm_device devmm_device_home(devmm_device d);
 
 #ifdef __cplusplus
 }

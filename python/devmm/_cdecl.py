@@ -113,6 +113,7 @@ SIGNATURES = {
     "devmm_device_parse": (c_int, [c_char_p, POINTER(Device)]),
     "devmm_device_format": (c_int, [Device, c_char_p, c_size_t]),
     "devmm_device_host_accessible": (c_int, [Device]),
+    "devmm_device_home": (Device, [Device]),
     "devmm_layout_row_major": (Layout, []),
     "devmm_layout_column_major": (Layout, []),
     "devmm_layout_strided": (Layout, [c_int, POINTER(c_int64)]),

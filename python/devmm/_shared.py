@@ -78,9 +78,72 @@ def typed(handle: int) -> Any:
     return cls._from_new(handle)
 
 
-def stream_arg(stream: Optional[int]) -> Optional[int]:
-    """A stream handle for C: None, or an int address (ctypes would wrap anything else)."""
-    return None if stream is None else _lib.cint(stream, ctypes.c_size_t, "stream")
+def stream_arg(stream: object) -> Optional[int]:
+    """A stream handle for C: None, an int address (ctypes would wrap anything else), or the
+    handle of a stream object: ``__cuda_stream__()``'s (RMM's ``Stream``, cuda.core's) or an
+    int ``.handle`` (:class:`devmm.mrs.sim.Stream`)."""
+    if stream is None:
+        return None
+    if type(stream) is not int:
+        cs = getattr(stream, "__cuda_stream__", None)
+        if cs is not None:
+            stream = cs()[1]
+        elif not hasattr(type(stream), "__index__") and hasattr(stream, "handle"):
+            stream = stream.handle
+    return _lib.cint(stream, ctypes.c_size_t, "stream")
+
+
+class StreamHandle(int):
+    """A stream's handle as a callback resource gives it to its callbacks: an int, that devmm's
+    ``allocate``/``deallocate`` also know for a stream where the alignment stands, so that RMM's
+    ``base.allocate(nbytes, stream)`` passes it on (:func:`stream_or_alignment`).
+
+    >>> s = StreamHandle(4096); (s + 0, s.handle, s.__cuda_stream__())
+    (4096, 4096, (0, 4096))
+    """
+
+    __slots__ = ()
+
+    @property
+    def handle(self) -> int:
+        return int(self)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, int(self))
+
+
+def stream_or_alignment(alignment: object, stream: object, call: str) -> tuple:
+    """(alignment, stream) of ``allocate(nbytes, alignment, stream)`` or ``deallocate(ptr,
+    nbytes, alignment, stream)`` called as RMM's ``allocate(nbytes, stream)``: None or a stream
+    object (``__cuda_stream__``, a ``.handle``, a :class:`StreamHandle`) where the alignment
+    stands is the stream; a plain int is devmm's alignment (docs/from-rmm.md, Names).
+
+    >>> stream_or_alignment(None, None, "allocate"), stream_or_alignment(64, 7, "allocate")
+    ((0, None), (64, 7))
+    """
+    if type(alignment) is int:
+        return alignment, stream
+    if alignment is None or hasattr(alignment, "__cuda_stream__") or (
+            hasattr(alignment, "handle") and not isinstance(alignment, bool)):
+        if stream is not None:
+            raise TypeError(f"{call}: the stream given twice: {alignment!r} in the alignment's "
+                            f"place (RMM's positional stream) and stream={stream!r}")
+        return 0, alignment
+    return alignment, stream
+
+
+STREAM_HINT = ("a stream handle that is a plain int goes as stream=...: allocate(nbytes, "
+               "stream=s), deallocate(ptr, nbytes, stream=s); in the alignment's place only None "
+               "or a stream object is taken for RMM's stream")
+
+
+def stream_hint(rc: int, alignment: int) -> int:
+    """rc; an EINVAL for a non-zero alignment also says how a stream is given (RMM's
+    ``allocate(nbytes, stream)`` with an int stream lands in the alignment)."""
+    if rc == _lib.CONSTANTS["DEVMM_EINVAL"] and alignment:
+        said = _lib.last_error().decode(errors="replace")
+        return _lib.set_error(rc, b"%s", f"{said} ({STREAM_HINT})".encode(errors="replace"))
+    return rc
 
 
 class SameHandle:

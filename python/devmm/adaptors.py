@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from ._statistics import Statistics
 
 from . import _lib
+from ._callback import CallbackMemoryResource, arity
 from ._shared import register
-from .errors import DevmmError, StatisticsScopeError, hold
-from .mrs._kind import create_resource
-from .resource import MemoryResource, format_device, parse_device
+from .errors import StatisticsScopeError, hold
+from .resource import MemoryResource
 
 _C = _lib.CONSTANTS
+_ECALLBACK = _C["DEVMM_ECALLBACK"]
 
 
 def _new(create, *args) -> int:
@@ -50,33 +51,20 @@ def _size(value: Union[int, str], total: int = 0, name: str = "size") -> int:
     return out.value
 
 
-def _arity(fn: object, what: str, ret: str, *shapes: str) -> int:
-    """How many positional arguments to call fn with: the most that one of ``shapes`` (devmm's
-    argument list first, then RMM's) has and fn's signature takes; devmm's when fn has no
-    signature (a builtin such as ``min``). TypeError naming each shape when none fits
-    (test_from_rmm.py: test_callback_resource_takes_rmms_signatures)."""
-    counts = [s.count(",") + 1 for s in shapes]
-    got = f"{type(fn).__name__} {fn!r}"
-    if callable(fn):
-        import inspect  # on first use: it costs start-up time
-        try:
-            params = inspect.signature(fn).parameters.values()
-        except (TypeError, ValueError):
-            return counts[0]
-        if any(p.kind == p.VAR_POSITIONAL for p in params):
-            return counts[0]
-        pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        need = sum(p.default is p.empty for p in pos)
-        fits = [n for n in counts if need <= n <= len(pos)]
-        if fits:
-            return max(fits)
-        got = f"a function of {len(pos)} argument{'' if len(pos) == 1 else 's'}"
-    alts = " and ".join(f"({s})" for s in shapes[1:])
-    raise TypeError(f"{what} must be callable({shapes[0]}){ret}, got {got} (RMM's {alts} "
-                    f"{'is' if len(shapes) == 2 else 'are'} taken too)")
+class Adaptor(MemoryResource):
+    """What every adaptor has: :attr:`upstream`, also as RMM's ``get_upstream()`` and
+    ``upstream_mr``."""
+
+    __slots__ = ()
+
+    def get_upstream(self) -> Optional[MemoryResource]:
+        """:attr:`upstream` (RMM's name)."""
+        return self.upstream
+
+    upstream_mr = property(get_upstream, doc=":attr:`upstream` (RMM's name).")
 
 
-class StatisticsAdaptor(MemoryResource):
+class StatisticsAdaptor(Adaptor):
     """Counts bytes and allocations: current, peak and total (lock-free).
     ``sharded=True`` keeps per-thread counters that scale with threads (the peak is then a
     lower bound under concurrent allocation). :attr:`statistics` and :meth:`pop` give a
@@ -177,7 +165,7 @@ def _frozen(s: _lib.Statistics) -> Statistics:
     return Statistics(**{name: getattr(s, name) for name, _ in _lib.Statistics._fields_})
 
 
-class LimitingAdaptor(MemoryResource):
+class LimitingAdaptor(Adaptor):
     """Refuses allocations that would take its live bytes over ``limit`` (an int, or a size
     like ``"4GiB"`` or ``"90%"`` of the device's memory; RMM's ``allocation_limit=`` is the
     same argument) with :class:`OutOfMemoryError`.
@@ -233,7 +221,7 @@ class LimitingAdaptor(MemoryResource):
         return self._get()[1]
 
 
-class TrackingAdaptor(MemoryResource):
+class TrackingAdaptor(Adaptor):
     """Records every live allocation: find the allocation containing any address, list the
     outstanding ones (with C backtraces when ``backtraces=True``, with the allocating Python
     stack, at most ``python_stack`` frames, when it is > 0). ``history=N`` keeps the last N
@@ -323,26 +311,32 @@ class TrackingAdaptor(MemoryResource):
                 sys.stderr.write(f"devmm: debug: {line}\n")
 
 
-class LoggingAdaptor(MemoryResource):
+class LoggingAdaptor(Adaptor):
     """Logs every allocate/free as CSV (``Thread,Time,Action,Pointer,Size,Stream``, RMM's
     columns) to ``path`` (created 0600, or truncated if it is this user's; a symbolic link or
     another user's file is refused; adaptors naming one file share it), or stderr when path is
     None."""
 
-    __slots__ = ()
+    __slots__ = ("_path",)
 
     def __init__(self, upstream: MemoryResource, path: Optional[str] = None,
                  flush: bool = False) -> None:
         up = _upstream(upstream)
         p = None if path is None else str(path).encode()
         super().__init__(_new(_lib.logging_adaptor_create, up._h, p, 1 if flush else 0), up)
+        self._path = None if path is None else str(path)
 
     def flush(self) -> None:
         """Flushes the log file."""
         _lib.check(_lib.logging_flush(self._h))
 
+    def get_file_name(self) -> Optional[str]:
+        """The path it was made with (RMM's name); None for stderr, and for one devmm.ini built
+        (its ``log_file``)."""
+        return getattr(self, "_path", None)
 
-class AlignedAdaptor(MemoryResource):
+
+class AlignedAdaptor(Adaptor):
     """Gives allocations of at least ``threshold`` bytes an alignment of at least
     ``alignment`` (over-allocating from upstreams that cannot align that far).
 
@@ -366,7 +360,7 @@ _FAILURE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctyp
 _PINNED: list = []
 
 
-class FailureCallbackAdaptor(MemoryResource):
+class FailureCallbackAdaptor(Adaptor):
     """On out-of-memory from upstream, calls ``callback(nbytes, attempt)`` (attempt 0 first),
     or RMM's ``callback(nbytes)`` when its signature takes one argument; a true result
     retries the allocation (e.g. after ``gc.collect()``), false gives up. ``any_error=True``
@@ -394,7 +388,7 @@ class FailureCallbackAdaptor(MemoryResource):
                  callback: Union[Callable[[int, int], bool], Callable[[int], bool]],
                  any_error: bool = False) -> None:
         up = _upstream(upstream)
-        n = _arity(callback, "FailureCallbackAdaptor: callback", " -> bool", "nbytes, attempt",
+        n = arity(callback, "FailureCallbackAdaptor: callback", " -> bool", "nbytes, attempt",
                    "nbytes")
 
         def trampoline(nbytes: int, attempt: int, _user: int) -> int:
@@ -414,7 +408,7 @@ class FailureCallbackAdaptor(MemoryResource):
                               ctypes.cast(fn, ctypes.c_void_p), None, flags), up, keep=fn)
 
 
-class ThreadSafeAdaptor(MemoryResource):
+class ThreadSafeAdaptor(Adaptor):
     """Serialises every operation on upstream with a mutex."""
 
     __slots__ = ()
@@ -424,7 +418,7 @@ class ThreadSafeAdaptor(MemoryResource):
         super().__init__(_new(_lib.thread_safe_adaptor_create, up._h), up)
 
 
-class PrefetchAdaptor(MemoryResource):
+class PrefetchAdaptor(Adaptor):
     """Prefetches each allocation to the device on its stream (RMM's
     ``PrefetchResourceAdaptor``), over any stack whose resource has memory that moves:
     ``<gpu>.managed``, ``<gpu>.system``, ``<gpu>.async`` with ``pool="managed"``, adaptors
@@ -442,127 +436,6 @@ class PrefetchAdaptor(MemoryResource):
         _lib.check(_lib.prefetch(self._h, ptr, nbytes, stream))
 
 
-# ----------------------------------------------------------------------------- Python-defined
-
-_ENOMEM, _ECALLBACK = _C["DEVMM_ENOMEM"], _C["DEVMM_ECALLBACK"]
-_UNDO_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # gives back what _lib.py_callbacks made
-
-
-def _report(where: str, e: BaseException) -> int:
-    code = _ENOMEM if isinstance(e, MemoryError) else _ECALLBACK
-    msg = f"{where} raised {type(e).__name__}: {e}"
-    hold(e, msg, False)  # the devmm error's __cause__ (docs/from-rmm.md)
-    return _lib.set_error(code, b"%s", msg.encode(errors="replace"))
-
-
-_RUNTIME_PLUGINS = {_C["DEVMM_DEVICE_CUDA"]: "cuda", _C["DEVMM_DEVICE_ROCM"]: "rocm",
-                    _C["DEVMM_DEVICE_SIM"]: "sim"}
-
-
-def _device_runtime(device) -> Optional[MemoryResource]:
-    """The runtime resource (``<plugin>.device``) of a device with streams, whose copy, memset
-    and stream ops serve a callback resource on that device; None when no plugin serves it."""
-    plugin = _RUNTIME_PLUGINS.get(device.device_type)
-    if plugin is None:
-        return None
-    try:
-        r = create_resource(f"{plugin}.device", device.device_id)
-    except DevmmError:
-        return None
-    return r if format_device(device) == r.device else None
-
-
-class CallbackMemoryResource(MemoryResource):
-    """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
-    ``deallocate(ptr, nbytes, alignment, stream)``, or RMM's ``allocate(nbytes, stream)`` and
-    ``deallocate(ptr, nbytes, stream)`` (or ``(nbytes)`` and ``(ptr, nbytes)``): each is called
-    with the arguments its signature takes, devmm's when it has none (a builtin); ``stream``
-    is the stream's handle, an int, or None (the default stream), never an RMM ``Stream``. It
-    works under every adaptor and with :func:`devmm.empty`; an exception in a callback becomes
-    a devmm error carrying its message (``MemoryError`` becomes :class:`OutOfMemoryError`).
-    Free what it allocated before the interpreter exits: after that its frees are skipped.
-
-    On a device with streams (``cuda:N``, ``rocm:N``, ``sim:N``), copies, memsets and stream
-    ordering go through ``runtime``, a resource of the same device (default: the device's
-    ``<plugin>.device``, when a plugin serves it): a Python allocator rarely brings them.
-    ``host_accessible`` (default: from the device) says the CPU may touch the memory: the CPU
-    then copies and fills it.
-
-    The pointer must have the alignment asked for (a multiple of ``alignment``; tensors ask for
-    64 bytes on the CPU), also from an RMM-style callback, which is not told it (CUDA's 256
-    bytes are enough): one that has not is given back to ``deallocate`` and refused
-    (:class:`CallbackError`).
-
-    >>> import ctypes
-    >>> keep = {}
-    >>> def alloc(n, align, stream):
-    ...     buf = ctypes.create_string_buffer(n + align); base = ctypes.addressof(buf)
-    ...     p = -(-base // max(align, 1)) * max(align, 1); keep[p] = buf
-    ...     return p
-    >>> r = CallbackMemoryResource(alloc, lambda p, n, a, s: keep.pop(p))
-    >>> import devmm
-    >>> t = devmm.empty((3,), "int8", resource=r); len(keep)
-    1
-    >>> t.buffer.free(); len(keep)
-    0
-    """
-
-    __slots__ = ()
-
-    def __init__(self, allocate: Callable[[int, int, Optional[int]], int],
-                 deallocate: Callable[[int, int, int, Optional[int]], object],
-                 device: str = "cpu", name: str = "python",
-                 runtime: Optional[MemoryResource] = None,
-                 host_accessible: Optional[bool] = None) -> None:
-        na = _arity(allocate, "CallbackMemoryResource: allocate", " -> int",
-                    "nbytes, alignment, stream", "nbytes, stream", "nbytes")
-        nd = _arity(deallocate, "CallbackMemoryResource: deallocate", "",
-                    "ptr, nbytes, alignment, stream", "ptr, nbytes, stream", "ptr, nbytes")
-        # Called by libdevmm's trampolines (_lib.py_callbacks), which take the GIL and keep any
-        # exception pending on the thread out of these calls: allocate answers the address or
-        # 0, free 0 or 1; on failure devmm's error says why.
-        def alloc(nbytes: int, alignment: int, stream: Optional[int]) -> int:
-            try:
-                ptr = allocate(*((nbytes, alignment, stream) if na == 3 else
-                                 (nbytes, stream)[:na]))
-                if type(ptr) is not int or ptr <= 0 or ptr >= 1 << 63:
-                    _lib.set_error(_ECALLBACK, b"%s",
-                                   f"the allocate callback of '{name}' returned {ptr!r}, "
-                                   f"expected a positive int address".encode())
-                    return 0
-                return ptr
-            except BaseException as e:
-                _report(f"the allocate callback of '{name}'", e)
-                return 0
-
-        def free(ptr: int, nbytes: int, alignment: int, stream: Optional[int]) -> int:
-            try:
-                deallocate(*((ptr, nbytes, alignment, stream) if nd == 4 else
-                             (ptr, nbytes, stream)[:nd]))
-                return 0
-            except BaseException as e:
-                _report(f"the deallocate callback of '{name}'", e)
-                return 1
-
-        d = parse_device(device)
-        flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if _lib.device_host_accessible(d) else 0
-        if host_accessible is not None:
-            flags = _C["DEVMM_RESOURCE_HOST_ACCESSIBLE"] if host_accessible else 0
-        if runtime is None and not flags:
-            runtime = _device_runtime(d)
-        # C trampolines over alloc and free; `user` is a reference to them that the C resource
-        # owns (it can outlive this object: buffers and DLPack exports hold it) and releases
-        # when it is destroyed
-        fn_alloc, fn_free, fn_destroy, user = _lib.py_callbacks(alloc, free)
-        try:
-            h = _new(_lib.callback_resource_create_ex, fn_alloc, fn_free, fn_destroy, user, d,
-                     name.encode(), flags, runtime.handle if runtime is not None else None)
-        except BaseException:
-            _UNDO_FN(fn_destroy)(user)
-            raise
-        super().__init__(h)  # the C resource holds the runtime
-
-
 # The Python class of each adaptor type C reports (devmm_adaptor_kind): how a stack built from
 # devmm.ini comes back as its top adaptor's class (devmm._shared.typed).
 _CLASSES = {"statistics": StatisticsAdaptor, "limiting": LimitingAdaptor,
@@ -571,3 +444,7 @@ _CLASSES = {"statistics": StatisticsAdaptor, "limiting": LimitingAdaptor,
             "prefetch": PrefetchAdaptor}
 for _kind, _cls in _CLASSES.items():
     register(_kind, _cls)
+
+__all__ = ["Adaptor", "AlignedAdaptor", "CallbackMemoryResource", "FailureCallbackAdaptor",
+           "LimitingAdaptor", "LoggingAdaptor", "PrefetchAdaptor", "StatisticsAdaptor",
+           "ThreadSafeAdaptor", "TrackingAdaptor"]

@@ -121,8 +121,9 @@ class DeviceExportError(DevmmError, BufferError, ValueError):
         super().__init__(message, "DEVMM_ENOTSUP")
 
 
-class CallbackError(DevmmError):
-    """A Python callback of a resource raised."""
+class CallbackError(DevmmError, RuntimeError):
+    """A Python callback of a resource raised: also a ``RuntimeError``, what RMM turns a
+    callback's exception into (its tests expect it; docs/from-rmm.md)."""
 
 
 # ----------------------------------------------------------------------------- callbacks' own

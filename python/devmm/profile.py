@@ -66,6 +66,11 @@ class Record:
         self.allocations = allocations  # allocations made inside, summed
         self.live_bytes = live_bytes    # allocated inside and not freed when a call ended, summed
 
+    # RMM's ProfilerRecords.MemoryRecord names (docs/from-rmm.md)
+    num_calls = property(lambda self: self.calls, doc=":attr:`calls` (RMM's name).")
+    memory_peak = property(lambda self: self.peak_bytes, doc=":attr:`peak_bytes` (RMM's name).")
+    memory_total = property(lambda self: self.total_bytes, doc=":attr:`total_bytes` (RMM's).")
+
     def __repr__(self) -> str:
         return (f"Record({self.name!r}, calls={self.calls}, peak_bytes={self.peak_bytes}, "
                 f"total_bytes={self.total_bytes}, allocations={self.allocations}, "

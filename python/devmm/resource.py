@@ -21,8 +21,8 @@ from _thread import allocate_lock  # built in: threading.py costs start-up time
 from . import _lib
 from ._lib import ctypes  # imported on first use (ADR 45)
 from ._lib import format_device
-from ._shared import (SameHandle, configured, device_key, register, scoped, set_objects,
-                      stream_arg, typed)
+from ._shared import (STREAM_HINT, SameHandle, configured, device_key, register, scoped,
+                      set_objects, stream_arg, stream_hint, stream_or_alignment, typed)
 from .errors import DevmmValueError
 
 # What each C resource's allocate() gave out through Python: {resource address: {ptr: (nbytes,
@@ -100,6 +100,14 @@ class MemoryResource(SameHandle):
         return dk
 
     @property
+    def _homekey(self) -> tuple:
+        """(device_type, device_id) of the device whose current resource this one can be: the
+        GPU of managed memory (sim_managed:0: sim:0), else its own (docs/api.md, the
+        registry)."""
+        d = _lib.device_home(_lib.resource_device(self._h))
+        return (d.device_type, d.device_id)
+
+    @property
     def handle(self) -> int:
         """The C ``devmm_resource *`` (borrowed)."""
         return self._h
@@ -124,11 +132,15 @@ class MemoryResource(SameHandle):
         return typed(_lib.resource_retain(h)) if h else None
 
     def allocate(self, nbytes: int, alignment: int = 0, stream: Optional[int] = None) -> int:
-        """Allocates nbytes and returns the address (0 for 0 bytes)."""
+        """Allocates nbytes and returns the address (0 for 0 bytes). RMM's ``allocate(nbytes,
+        stream)`` works as written where its stream is None or a stream object; a plain int
+        there is the alignment (docs/from-rmm.md, Names)."""
+        alignment, stream = stream_or_alignment(alignment, stream, "allocate")
         nbytes = _lib.cint(nbytes, ctypes.c_size_t, "nbytes")
         alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
         out = ctypes.c_void_p()
-        _lib.check(_lib.allocate(self._h, nbytes, alignment, stream_arg(stream), ctypes.byref(out)))
+        _lib.check(stream_hint(_lib.allocate(self._h, nbytes, alignment, stream_arg(stream),
+                                             ctypes.byref(out)), alignment))
         if out.value:
             _given.setdefault(self._h, {})[out.value] = (nbytes, alignment)
         return out.value or 0
@@ -138,7 +150,9 @@ class MemoryResource(SameHandle):
         """Frees memory from :meth:`allocate` (same nbytes and alignment). A pointer this
         resource's :meth:`allocate` did not give out (a double or foreign free), or other
         nbytes or alignment than it was given for, raises :class:`DevmmValueError` instead of
-        reaching the allocator, which would crash the interpreter (docs/api.md)."""
+        reaching the allocator, which would crash the interpreter (docs/api.md). RMM's
+        ``deallocate(ptr, nbytes, stream)`` works as :meth:`allocate`'s stream does."""
+        alignment, stream = stream_or_alignment(alignment, stream, "deallocate")
         ptr = _lib.cint(ptr, ctypes.c_size_t, "ptr")
         nbytes = _lib.cint(nbytes, ctypes.c_size_t, "nbytes")
         alignment = _lib.cint(alignment, ctypes.c_size_t, "alignment")
@@ -152,7 +166,8 @@ class MemoryResource(SameHandle):
             if was != (nbytes, alignment):
                 raise DevmmValueError(f"deallocate(0x{ptr:x}) on {self.name}: nbytes={nbytes}, "
                                       f"alignment={alignment}, but allocate() gave it for "
-                                      f"nbytes={was[0]}, alignment={was[1]}")
+                                      f"nbytes={was[0]}, alignment={was[1]}"
+                                      + (f" ({STREAM_HINT})" if alignment != was[1] else ""))
         _lib.check(_lib.deallocate(self._h, ptr, nbytes, alignment, stream_arg(stream)))
         if ptr:
             given.pop(ptr, None)
@@ -216,17 +231,32 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
 
 def set_current_device_resource(resource: MemoryResource,
                                 device: DeviceLike = None) -> Optional[MemoryResource]:
-    """Makes resource the process-wide current resource of its device (or of device);
-    returns the previous one.
+    """Makes resource the process-wide current resource of its home device, the one device
+    (None) and :func:`devmm.empty` of that device allocate from: the GPU of managed memory
+    (``sim_managed:0``: ``sim:0``), else its own device; returns the previous one. A device
+    that is not resource's home device raises :class:`DevmmValueError`, and nothing changes.
 
     >>> import devmm
     >>> from devmm.mrs.cpu import MallocMemoryResource
     >>> prev = devmm.set_current_device_resource(MallocMemoryResource())
     >>> _ = devmm.set_current_device_resource(prev)
+    >>> devmm.set_current_device_resource(MallocMemoryResource(), "sim:0")
+    Traceback (most recent call last):
+    ...
+    devmm.errors.DevmmValueError: set_current_device_resource: cpu.malloc (memory on cpu) is \
+a resource of cpu, not of sim:0: call set_current_device_resource(mr) or \
+set_current_device_resource(mr, "cpu")
     """
     if not isinstance(resource, MemoryResource):
         raise TypeError(f"expected a MemoryResource, got {type(resource).__name__}")
-    d = parse_device(device) if device is not None else _lib.resource_device(resource._h)
+    home = resource._homekey
+    d = parse_device(home if device is None else device)
+    if device is not None and (d.device_type, d.device_id) != home:
+        h = format_device(parse_device(home))
+        raise DevmmValueError(f"set_current_device_resource: {resource.name} (memory on "
+                              f"{resource.device}) is a resource of {h}, not of "
+                              f"{format_device(d)}: call set_current_device_resource(mr) or "
+                              f"set_current_device_resource(mr, \"{h}\")")
     prev = ctypes.c_void_p()
     _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
     key = device_key(d)
@@ -242,7 +272,8 @@ def set_current_device_resource(resource: MemoryResource,
 
 
 class using_memory_resource:
-    """Within the block, allocations for resource's device (and those naming no device) go
+    """Within the block, allocations for resource's home device (as
+    :func:`set_current_device_resource`'s: managed memory's GPU) and those naming no device go
     to resource. Per thread and per asyncio task.
 
     >>> import devmm
@@ -263,7 +294,7 @@ class using_memory_resource:
 
     def __enter__(self) -> MemoryResource:
         new = dict(scoped.get())
-        new[self._resource._devkey] = self._resource
+        new[self._resource._homekey] = self._resource  # managed memory: its GPU's
         new[None] = self._resource
         self._tokens.append(scoped.set(new))
         return self._resource

@@ -54,6 +54,14 @@ def _devices(device: Optional[str]) -> list:
     return [d["device"] for d in info()["devices"]]
 
 
+def _currents(device: Optional[str]) -> list:
+    """[(device, its process-wide current resource)] for device (None: every device), all
+    resolved before any is changed: an every-device call that fails on one device (a GPU
+    section devmm.ini got wrong, built on first use) has changed none
+    (tests/python/test_rmm_devices.py)."""
+    return [(d, _current(d)) for d in _devices(device)]
+
+
 def _current(device: Optional[str]) -> MemoryResource:
     """The process-wide current resource of device, whatever block is active."""
     token = scoped.set({})
@@ -76,12 +84,14 @@ def _stats(device: Optional[str]) -> Optional[StatisticsAdaptor]:
 def enable_statistics(device: Optional[str] = None) -> None:
     """Stacks a :class:`devmm.StatisticsAdaptor` on the current resource of device (None: of
     every device), unless its stack already has one (then that one counts)."""
-    for d in _devices(device):
-        top = _current(d)
+    new = []
+    for d, top in _currents(device):
         try:
             StatisticsAdaptor.find(top)
         except LookupError:
-            set_current_device_resource(StatisticsAdaptor(top), d)
+            new.append((d, StatisticsAdaptor(top)))
+    for d, top in new:
+        set_current_device_resource(top, d)
 
 
 def get_statistics(device: Optional[str] = None) -> Optional[Statistics]:
@@ -167,20 +177,27 @@ def enable_logging(log_file_name: Union[None, str, os.PathLike, list] = None,
             raise ValueError("enable_logging: give log_file_name= or set DEVMM_LOG_FILE")
     names = list(log_file_name) if isinstance(log_file_name, (list, tuple)) else [log_file_name]
     flush = get_flush_level() <= level_enum.info
-    for d in _devices(device):
-        top = _current(d)
+    new = []
+    for d, top in _currents(device):
         if isinstance(top, LoggingAdaptor):
             continue
         paths = [log_file_for(n, d) for n in names]
         for path in paths:
             top = LoggingAdaptor(top, path, flush=flush)
+        new.append((d, top, paths))
+    for d, top, paths in new:
         set_current_device_resource(top, d)
         _log_files[d] = paths
 
 
 def _logging_top(device: str) -> list:
     """The logging adaptors at the top of device's current stack, outermost first."""
-    out, r = [], _current(device)
+    return _logging_top_of(_current(device))
+
+
+def _logging_top_of(r: MemoryResource) -> list:
+    """The logging adaptors at the top of the stack r, outermost first."""
+    out = []
     while isinstance(r, LoggingAdaptor):
         out.append(r)
         r = r.upstream
@@ -190,8 +207,8 @@ def _logging_top(device: str) -> list:
 def disable_logging(device: Optional[str] = None) -> None:
     """Takes the logging adaptors off the top of device's current resource (None: every
     device's), flushed."""
-    for d in _devices(device):
-        tops = _logging_top(d)
+    for d, top in _currents(device):
+        tops = _logging_top_of(top)
         if tops:
             for t in tops:
                 t.flush()
@@ -204,11 +221,25 @@ def get_log_filenames() -> dict:
     return {d: p[0] if len(p) == 1 else list(p) for d, p in _log_files.items()}
 
 
+def _flush_stacks() -> None:
+    """Flushes every logging adaptor in the current stack of each device that has one, upstream
+    chains included (devmm.ini's ``adaptors = logging`` too); initialises nothing."""
+    if not _lib.is_initialized():
+        return
+    devices = {d["device"] for d in info(now=True)["devices"] if d.get("stack")}
+    for d in sorted(devices | set(_log_files)):
+        h = _current(d).handle
+        while h:
+            if _lib.adaptor_kind(h) == b"logging":
+                _lib.check(_lib.logging_flush(h))
+            h = _lib.resource_upstream(h)
+
+
 def flush_logger() -> None:
-    """Flushes the allocation logs enable_logging made, and stderr (devmm's diagnostics)."""
-    for d in list(_log_files):
-        for t in _logging_top(d):
-            t.flush()
+    """Flushes every allocation log of the devices' current resources (RMM's
+    ``rmm.mr._flush_logs()``: enable_logging's and devmm.ini's), and stderr (devmm's
+    diagnostics)."""
+    _flush_stacks()
     sys.stderr.flush()
 
 

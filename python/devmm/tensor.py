@@ -436,6 +436,12 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
         cap = _py_empty(rh, dev, lp, shape, dt[5], stream)
     if cap is None:
         raise _lib.failed()
+    if rh is None and dev is not CPU_KEY and dev != CPU_KEY:
+        # the device's current resource may allocate memory of another kind (sim.managed on
+        # sim:0 gives sim_managed:0): the tensor is on its memory's device, as its DLPack
+        # capsule is (tests/python/test_rmm_devices.py); the CPU path reads nothing more
+        d = _lib.buffer_device(_lib.tensor_buffer(_py_handle(cap)))
+        dev = (d.device_type, d.device_id)
     return _tensor(cap, shape, dt, dev)
 
 

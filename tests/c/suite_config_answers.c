@@ -203,6 +203,40 @@ START_TEST(config_device_error_is_the_files_or_the_devices) {
 }
 END_TEST
 
+/* An adaptor a GPU section names that its resource cannot take (prefetch over memory that does
+ * not move) is the file's: at the first use of the device, its error names file:line and the
+ * section, as devmm_init's would (docs/api.md, ADR 38), and devmm_device_config_error has it. */
+START_TEST(config_deferred_adaptor_refusal_names_its_line) {
+  isolate();
+  const char *p = write_temp("[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 1\n"
+                             "[device sim:0]\nresource = sim.device\nadaptors = prefetch\n");
+  char path[TESTRES_PATH_MAX], want[TESTRES_PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s", p);
+  ck_assert_msg(devmm_init(path) == DEVMM_OK, "%s", devmm_last_error());
+  devmm_resource *r = (devmm_resource *)1;
+  ck_assert_int_eq(devmm_get_current_resource((devmm_device){DEVMM_DEVICE_SIM, 0}, &r),
+                   DEVMM_ENOENT);
+  ck_assert_ptr_null(r);
+  snprintf(want, sizeof want,
+           "%s:7: [device sim:0] prefetch adaptor over sim.device: its memory "
+           "does not move",
+           path);
+  ck_assert_msg(strstr(devmm_last_error(), want), "%s", devmm_last_error());
+  size_t nd = devmm_device_count(), seen = 0;
+  for (size_t i = 0; i < nd; i++) {
+    devmm_device_status d;
+    ck_assert_int_eq(devmm_device_get(i, &d), DEVMM_OK);
+    if (d.info.device.device_type != DEVMM_DEVICE_SIM)
+      continue;
+    seen++;
+    ck_assert_ptr_nonnull(devmm_device_config_error(i));
+    ck_assert_msg(strncmp(d.error, want, strlen(want)) == 0, "%s", d.error);
+  }
+  ck_assert_uint_eq(seen, 1);
+  unlink(path);
+}
+END_TEST
+
 /* devmm.ini text given in memory (devmm_init_text): its name stands for it in messages and as
  * the source, relative plugin_path entries start at the working directory, and nothing is
  * written to a file on the way (python devmm.init(text) uses it). */
@@ -326,6 +360,7 @@ Suite *config_answers_suite(void) {
   tcase_add_test(tc, config_section_for_a_device_nobody_has);
   tcase_add_test(tc, config_section_for_a_lazy_device_nobody_has);
   tcase_add_test(tc, config_device_error_is_the_files_or_the_devices);
+  tcase_add_test(tc, config_deferred_adaptor_refusal_names_its_line);
   tcase_add_test(tc, config_init_text_is_named_and_resolved_from_the_working_directory);
   tcase_add_test(tc, config_plugin_path_entry_missing);
   tcase_add_test(tc, config_plugin_path_config_entry_missing);

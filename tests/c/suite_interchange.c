@@ -232,6 +232,30 @@ START_TEST(host_accessible_devices) {
 }
 END_TEST
 
+/* The device whose current resource memory of a device is: managed memory's GPU, else its own
+ * (docs/api.md, the registry; tests/python/test_rmm_devices.py). */
+static int32_t home(int32_t type, int32_t id, int32_t *hid) {
+  devmm_device h = devmm_device_home((devmm_device){type, id});
+  *hid = h.device_id;
+  return h.device_type;
+}
+
+START_TEST(home_devices) {
+  int32_t id;
+  ck_assert_int_eq(home(DEVMM_DEVICE_CUDA_MANAGED, 3, &id), DEVMM_DEVICE_CUDA);
+  ck_assert_int_eq(id, 3);
+  ck_assert_int_eq(home(DEVMM_DEVICE_SIM_MANAGED, 1, &id), DEVMM_DEVICE_SIM);
+  ck_assert_int_eq(id, 1);
+  ck_assert_int_eq(home(DEVMM_DEVICE_CUDA_HOST, 0, &id), DEVMM_DEVICE_CUDA_HOST);
+  ck_assert_int_eq(home(DEVMM_DEVICE_SIM_HOST, 0, &id), DEVMM_DEVICE_SIM_HOST);
+  ck_assert_int_eq(home(DEVMM_DEVICE_ROCM, 2, &id), DEVMM_DEVICE_ROCM);
+  ck_assert_int_eq(id, 2);
+  ck_assert_int_eq(home(DEVMM_DEVICE_CPU, 0, &id), DEVMM_DEVICE_CPU);
+  ck_assert_int_eq(home(99, 4, &id), 99);
+  ck_assert_int_eq(id, 4);
+}
+END_TEST
+
 START_TEST(ffi_dtype_pack_round_trips) {
   devmm_dtype t = dtype("bfloat16");
   uint32_t p = devmm_ffi_dtype_pack(t);
@@ -333,6 +357,7 @@ Suite *interchange_suite(void) {
   tcase_add_test(tc, readonly_tensor_refuses_a_legacy_export);
   tcase_add_test(tc, adaptor_kind_names_each_adaptor);
   tcase_add_test(tc, host_accessible_devices);
+  tcase_add_test(tc, home_devices);
   tcase_add_test(tc, ffi_dtype_pack_round_trips);
   suite_add_tcase(s, tc);
   TCase *threads = tcase_create("threads");

@@ -26,6 +26,14 @@ def _torch_shim() -> ctypes.CDLL:
                             if os.path.exists(os.path.join(here, n))))
 
 
+def _stand_in(resource, device):
+    """Makes resource (a CPU one: no GPU here) device's current resource in C's registry, which
+    is keyed by device only; devmm.set_current_device_resource refuses another device's
+    resource (tests/python/test_rmm_devices.py). None: none again."""
+    _lib.check(_lib.set_current_resource(devmm.resource.parse_device(device),
+                                         resource.handle if resource else None, None))
+
+
 def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():
     # the exact C signatures torch's CUDAPluggableAllocator calls, found by name as torch does;
     # only successful calls here: a failure throws a C++ exception (tests/c/test-torch-alloc.cpp)
@@ -34,22 +42,21 @@ def test_torch_pluggable_allocator_symbols_over_a_cpu_resource():
     free = FREE(("devmm_torch_free", lib))
     stats = devmm.StatisticsAdaptor(MallocMemoryResource())
     # stand in a CPU resource for device 7 (no GPU here): the registry is keyed by device only
-    prev = devmm.set_current_device_resource(stats, device="cuda:7")
+    _stand_in(stats, "cuda:7")
     try:
         p = alloc(1 << 20, 7, None)
         assert p and stats.current_bytes == 1 << 20
         ctypes.memset(p, 1, 1 << 20)
         # the resource is pinned at first use: swapping the registry does not misroute frees
         other = devmm.StatisticsAdaptor(MallocMemoryResource())
-        devmm.set_current_device_resource(other, device="cuda:7")
+        _stand_in(other, "cuda:7")
         q = alloc(100, 7, None)
         assert stats.current_bytes == (1 << 20) + 100 and other.total_count == 0
         free(p, 1 << 20, 7, None)
         free(q, 100, 7, None)
         assert stats.current_bytes == 0
     finally:
-        if prev is not None:
-            devmm.set_current_device_resource(prev, device="cuda:7")
+        _stand_in(None, "cuda:7")
 
 
 def test_torch_allocation_failures_are_statuses_never_null():
@@ -60,15 +67,14 @@ def test_torch_allocation_failures_are_statuses_never_null():
     assert _lib.torch_allocate(16, 5, None, ctypes.byref(out)) == -5 and out.value is None
     assert "no current resource for device cuda:5" in _lib.last_error().decode()
     limited = devmm.LimitingAdaptor(MallocMemoryResource(), 1000)
-    prev = devmm.set_current_device_resource(limited, device="cuda:6")
+    _stand_in(limited, "cuda:6")
     try:
         assert _lib.torch_allocate(4096, 6, None, ctypes.byref(out)) == -2  # DEVMM_ENOMEM
         assert out.value is None
         assert ("torch allocation of 4096 bytes on cuda:6: out of memory"
                 in _lib.last_error().decode())
     finally:
-        if prev is not None:
-            devmm.set_current_device_resource(prev, device="cuda:6")
+        _stand_in(None, "cuda:6")
 
 
 BRIDGES = [("devmm.interop.cupy", "cupy", "cupy-cuda13x", "use_devmm"),
