@@ -3,14 +3,16 @@
 `make test` (the Meson test `python39`): no syntax and no library call newer than 3.9.
 
 - syntax: each file parses with ast.parse(feature_version=(3, 9)) (match, except*, type
-  statements, parenthesized context managers ...);
+  statements ...);
 - library calls: vermin (tools/requirements-test.txt) with target 3.9: zip(strict=),
   int.bit_count, itertools.pairwise, dataclass(slots=, kw_only=) and the rest of its rules;
   annotations count only in files without `from __future__ import annotations` (with it they
   are strings, never evaluated);
 - `X | Y` of types evaluated at run time (PEP 604 unions are 3.10): outside annotations, or in
-  annotations of a file without the __future__ import, an `|` with None, a builtin type, a
-  subscripted type or a CapWords name on either side.
+  annotations of a file without the __future__ import, and outside `if TYPE_CHECKING:`, an `|`
+  with a type on either side: None, a builtin type, a CapWords name or attribute
+  (`ctypes.Structure`), or one of those subscripted (`list[int]`, `typing.Optional[int]`); a
+  subscripted value (`_C["A"] | _C["B"]`) is no type.
 
 tools/wheel-smoke.sh proves it once more on Debian 11 with 3.9's own compiler. Checked by
 tests/python/test_python39_check.py with planted files. Usage: check_python39.py SOURCE_ROOT
@@ -51,18 +53,37 @@ def annotation_nodes(tree):
     return {id(m) for r in roots for m in ast.walk(r)}
 
 
+def type_name(n):
+    """Whether a name reads as a type's: a builtin type or CapWords (not an ALL_CAPS constant)."""
+    return n in TYPE_NAMES or (n[0].isupper() and not n.isupper())
+
+
 def looks_like_type(node):
-    """Whether an operand of `|` is (very likely) a type, so that `|` makes a PEP 604 union."""
+    """Whether an operand of `|` is (very likely) a type, so that `|` makes a PEP 604 union
+    (tests/python/test_python39_check.py)."""
     if isinstance(node, ast.Constant):
         return node.value is None
-    if isinstance(node, ast.Subscript):
-        return True
+    if isinstance(node, ast.Subscript):  # list[int], typing.Optional[int]; not _C["A"]
+        return isinstance(node.value, (ast.Name, ast.Attribute)) and looks_like_type(node.value)
     if isinstance(node, ast.Name):
-        n = node.id
-        return n in TYPE_NAMES or (n[0].isupper() and not n.isupper())
+        return type_name(node.id)
+    if isinstance(node, ast.Attribute):  # ctypes.Structure, typing.Optional
+        return type_name(node.attr)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return looks_like_type(node.left) or looks_like_type(node.right)
     return False
+
+
+def type_checking_nodes(tree):
+    """The ids of every node under an `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): only
+    type checkers read it."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If) and (
+                (isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING")
+                or (isinstance(n.test, ast.Attribute) and n.test.attr == "TYPE_CHECKING")):
+            out |= {id(m) for b in n.body for m in ast.walk(b)}
+    return out
 
 
 def syntax_problems(path, source):
@@ -72,6 +93,7 @@ def syntax_problems(path, source):
     except SyntaxError as e:
         return [f"{path}:{e.lineno}: syntax newer than Python 3.9: {e.msg}"]
     skip = annotation_nodes(tree) if future_annotations(tree) else set()
+    skip |= type_checking_nodes(tree)
     found = []
     for n in ast.walk(tree):
         if (isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr) and id(n) not in skip

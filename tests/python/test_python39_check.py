@@ -63,3 +63,27 @@ def test_the_package_and_the_smoke_tools_pass():
     r = _check()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "nothing newer than Python 3.9" in r.stdout
+
+
+def test_a_bitwise_or_of_subscripts_is_no_union(tmp_path):
+    f = tmp_path / "flags.py"  # `_C["A"] | _C["B"]` combines flags: no type in sight
+    f.write_text("_C = {'A': 1, 'B': 2}\nBOTH = _C['A'] | _C['B']\nFIRST = [1, 2][0] | 4\n")
+    r = _check(f)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_union_of_qualified_classes_fails(tmp_path):
+    f = tmp_path / "qualified.py"  # a module's CapWords classes: a PEP 604 union at run time
+    f.write_text("import ctypes\nimport typing\n\nBoth = ctypes.Structure | ctypes.Union\n"
+                 "Maybe = typing.Optional[int] | str\n")
+    r = _check(f)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{f}:4: 'ctypes.Structure | ctypes.Union' is a type union" in r.stdout, r.stdout
+    assert f"{f}:5: 'typing.Optional[int] | str' is a type union" in r.stdout, r.stdout
+
+
+def test_a_union_only_type_checkers_see_is_fine(tmp_path):
+    f = tmp_path / "checking.py"  # under `if TYPE_CHECKING:` nothing runs
+    f.write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    Alias = int | None\n")
+    r = _check(f)
+    assert r.returncode == 0, r.stdout + r.stderr
