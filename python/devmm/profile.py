@@ -155,12 +155,12 @@ _CPU = CPU_KEY  # (device type, id) of "cpu"
 
 
 def _install(adaptor, base):
-    """Makes adaptor the current resource of base's device for this thread or task, and of
+    """Makes adaptor the current resource of base's home device for this thread or task, and of
     device-less allocations only where those went to base: the profiled program allocates from
     the same resources as without the profile. Returns the ContextVar token."""
     cur = scoped.get()
     new = dict(cur)
-    new[adaptor._devkey] = adaptor
+    new[adaptor._homekey] = adaptor  # managed memory: its GPU's, as using_memory_resource's
     if None in cur:
         if getattr(cur[None], "_h", None) == base._h:
             new[None] = adaptor

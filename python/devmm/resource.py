@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
     DeviceLike = Union[str, tuple, None]
 
-from _thread import allocate_lock  # built in: threading.py costs start-up time
+import os
+from _thread import RLock  # built in: threading.py costs start-up time
 
 from . import _lib
 from ._lib import ctypes  # imported on first use (ADR 45)
@@ -30,7 +31,22 @@ from .errors import DevmmValueError
 # (test_raw_deallocate_refuses_what_allocate_did_not_give).
 _given: dict[int, dict[int, tuple[int, int]]] = {}
 _DEVICE_CACHE: dict[object, _lib.Device] = {}  # None: the CPU
-_lock = allocate_lock()  # get_current_device_resource's remembering: one wrapper per resource
+_HOME_CACHE: dict[object, _lib.Device] = {}  # home_device's, as _DEVICE_CACHE
+# Held while C's current resource of a device and what Python remembers of it (set_objects,
+# configured) change or are stored together: a set never lands between a get's C read and its
+# store (tests/python/test_rmm_identity.py). Reentrant: a finaliser run while it is held may set.
+_lock = RLock()
+
+
+def _after_fork() -> None:
+    """A thread that held _lock at a fork never releases the child's copy: a new one there
+    (tests/python/test_fork.py)."""
+    global _lock
+    _lock = RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def parse_device(device: DeviceLike) -> _lib.Device:
@@ -57,6 +73,21 @@ def parse_device(device: DeviceLike) -> _lib.Device:
         raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', or a "
                         f"(device_type, device_id) tuple, got {device!r}")
     _DEVICE_CACHE[device] = d
+    return d
+
+
+def home_device(device: DeviceLike) -> _lib.Device:
+    """The device whose current resource serves device (cached): the GPU of managed memory
+    (``sim_managed:0``: ``sim:0``, C's ``devmm_device_home``), else device itself.
+
+    >>> format_device(home_device("cuda_managed:1")), format_device(home_device("sim_host:0"))
+    ('cuda:1', 'sim_host:0')
+    """
+    try:
+        return _HOME_CACHE[device]
+    except (KeyError, TypeError):
+        pass
+    d = _HOME_CACHE[device] = _lib.device_home(parse_device(device))
     return d
 
 
@@ -194,7 +225,8 @@ register(None, MemoryResource)  # a resource C reports as no adaptor (devmm._sha
 
 
 def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
-    """The resource :func:`devmm.empty` uses for device (default: cpu): the innermost
+    """The resource :func:`devmm.empty` uses for device (default: cpu; managed memory's device
+    is its GPU's, :func:`home_device`: ``sim_managed:0`` is ``sim:0``'s): the innermost
     :func:`using_memory_resource` for it, else the process-wide one from devmm.ini, as the
     class of its top adaptor (a ``statistics`` stack is a :class:`StatisticsAdaptor`), or the
     very object :func:`set_current_device_resource` was given. Either way the same object comes
@@ -206,27 +238,37 @@ def get_current_device_resource(device: DeviceLike = None) -> MemoryResource:
     >>> devmm.get_current_device_resource() is devmm.get_current_device_resource()
     True
     """
-    d = parse_device(device)
-    over = scoped.get().get(device_key(d))
+    d = home_device(device)  # sim_managed:0 is served by sim:0's (test_rmm_devices.py)
+    key = device_key(d)
+    over = scoped.get().get(key)
     if over is not None:
         return over
     out = ctypes.c_void_p()
     _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
-    key = device_key(d)
     mine = set_objects.get(key)
+    _lib.py_own_resource(out.value)  # the reference C gave: released as it goes
     if mine is not None and mine._h == out.value:
-        _lib.py_own_resource(out.value)  # the reference C gave: released as it goes
-        return mine
-    # One devmm.ini built (or C set): wrapped once, then given back itself, as RMM's is
-    # (tests/python/test_rmm_identity.py). The wrapper's reference keeps the address from being
-    # reused while it is remembered; devmm.init forgets it, a set or reset replaces it.
-    obj = typed(out.value)
+        return mine  # (mine holds a reference: the address is not reused while remembered)
     with _lock:
+        return _remember(d, key)
+
+
+def _remember(d: _lib.Device, key: tuple) -> MemoryResource:
+    """C's current resource of d, wrapped once and remembered (under _lock): one devmm.ini
+    built (or C set) is then given back itself, as RMM's is (tests/python/test_rmm_identity.py).
+    The wrapper's reference keeps the address from being reused while it is remembered;
+    devmm.init forgets it, a set or reset replaces it."""
+    while True:
+        out = ctypes.c_void_p()
+        _lib.check(_lib.get_current_resource(d, ctypes.byref(out)))
         mine = set_objects.get(key)
-        if mine is not None and mine._h == obj._h:
-            return mine  # another thread wrapped it first: obj lets its reference go
-        set_objects[key] = obj
-    return obj
+        if mine is not None and mine._h == out.value:
+            _lib.py_own_resource(out.value)  # the reference C gave: released as it goes
+            return mine  # another thread wrapped it first
+        obj = typed(out.value)
+        if set_objects.get(key) is mine:  # else this thread set one meanwhile: look again
+            set_objects[key] = obj
+            return obj
 
 
 def set_current_device_resource(resource: MemoryResource,
@@ -257,24 +299,61 @@ set_current_device_resource(mr, "cpu")
                               f"{resource.device}) is a resource of {h}, not of "
                               f"{format_device(d)}: call set_current_device_resource(mr) or "
                               f"set_current_device_resource(mr, \"{h}\")")
+    return set_current_unchecked(resource, d)
+
+
+def set_current_unchecked(resource: MemoryResource,
+                          d: _lib.Device) -> Optional[MemoryResource]:
+    """set_current_device_resource's set, with no check of the device: devmm.rmm_compat re-sets
+    what C's registry holds for d there, whatever device its memory is on (a C caller may stand
+    another device's resource in, ADR 47; tests/python/test_rmm_devices.py).
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> prev = set_current_unchecked(MallocMemoryResource(), parse_device("cpu"))
+    >>> set_current_unchecked(prev, parse_device("cpu")).name
+    'cpu.malloc'
+    """
     prev = ctypes.c_void_p()
-    _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
     key = device_key(d)
-    was = set_objects.get(key)
-    set_objects[key] = resource
-    if was is not None and was._h == prev.value:
-        _lib.py_own_resource(prev.value)  # the reference C gave: released as it goes
-        out = was
-    else:
-        out = typed(prev.value) if prev.value else None
-    configured.setdefault(key, out)
+    with _lock:
+        _lib.check(_lib.set_current_resource(d, resource._h, ctypes.byref(prev)))
+        was = set_objects.get(key)
+        set_objects[key] = resource
+        if was is not None and was._h == prev.value:
+            _lib.py_own_resource(prev.value)  # the reference C gave: released as it goes
+            out = was
+        else:
+            out = typed(prev.value) if prev.value else None
+        configured.setdefault(key, out)
     return out
+
+
+def reset_current(d: _lib.Device) -> None:
+    """reset_current_device_resource's: puts back the resource C had for d before the first set
+    from Python since devmm.init (nothing set since: nothing changes).
+
+    >>> import devmm
+    >>> from devmm.mrs.cpu import MallocMemoryResource
+    >>> _ = devmm.set_current_device_resource(MallocMemoryResource())
+    >>> reset_current(parse_device("cpu")); reset_current(parse_device("cpu"))  # once is enough
+    """
+    key = device_key(d)
+    with _lock:
+        if key not in configured:
+            return
+        was = configured[key]
+        _lib.check(_lib.set_current_resource(d, was.handle if was is not None else None, None))
+        del configured[key]
+        set_objects.pop(key, None)
+        if was is not None:
+            set_objects[key] = was
 
 
 class using_memory_resource:
     """Within the block, allocations for resource's home device (as
-    :func:`set_current_device_resource`'s: managed memory's GPU) and those naming no device go
-    to resource. Per thread and per asyncio task.
+    :func:`set_current_device_resource`'s: managed memory's GPU, and so its managed device too)
+    and those naming no device go to resource. Per thread and per asyncio task.
 
     >>> import devmm
     >>> stats = devmm.StatisticsAdaptor(devmm.get_current_device_resource())

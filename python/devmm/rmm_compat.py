@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from ._statistics import Statistics
 
 from . import _lib
-from ._shared import configured, device_key, scoped, set_objects
+from ._shared import scoped
 from .adaptors import LoggingAdaptor, StatisticsAdaptor
 from .config import info
-from .resource import (MemoryResource, get_current_device_resource, parse_device,
-                       set_current_device_resource)
+from .resource import (MemoryResource, get_current_device_resource, home_device, parse_device,
+                       reset_current, set_current_unchecked)
 
 # ----------------------------------------------------------------------------- devices
 
@@ -91,7 +91,7 @@ def enable_statistics(device: Optional[str] = None) -> None:
         except LookupError:
             new.append((d, StatisticsAdaptor(top)))
     for d, top in new:
-        set_current_device_resource(top, d)
+        set_current_unchecked(top, home_device(d))  # where C has it, whatever it is (ADR 47)
 
 
 def get_statistics(device: Optional[str] = None) -> Optional[Statistics]:
@@ -135,7 +135,7 @@ def statistics(device: Optional[str] = None) -> Iterator[StatisticsAdaptor]:
         if prior is None:
             pop_statistics(device)
         else:
-            set_current_device_resource(prior, device)
+            set_current_unchecked(prior, home_device(device))
 
 
 # ----------------------------------------------------------------------------- allocation logs
@@ -186,7 +186,7 @@ def enable_logging(log_file_name: Union[None, str, os.PathLike, list] = None,
             top = LoggingAdaptor(top, path, flush=flush)
         new.append((d, top, paths))
     for d, top, paths in new:
-        set_current_device_resource(top, d)
+        set_current_unchecked(top, home_device(d))
         _log_files[d] = paths
 
 
@@ -212,7 +212,7 @@ def disable_logging(device: Optional[str] = None) -> None:
         if tops:
             for t in tops:
                 t.flush()
-            set_current_device_resource(tops[-1].upstream, d)
+            set_current_unchecked(tops[-1].upstream, home_device(d))
         _log_files.pop(d, None)
 
 
@@ -331,15 +331,7 @@ def reset_current_device_resource(device: Optional[str] = None) -> None:
     """Puts back the resource devmm.ini built for device (default cpu), the one it had before
     the first :func:`devmm.set_current_device_resource` since :func:`devmm.init` (RMM's
     ``reset_current_device_resource_ref``). Nothing set since: nothing changes."""
-    d = parse_device(device)
-    key = device_key(d)
-    if key not in configured:
-        return
-    was = configured.pop(key)
-    _lib.check(_lib.set_current_resource(d, was.handle if was is not None else None, None))
-    set_objects.pop(key, None)
-    if was is not None:
-        set_objects[key] = was
+    reset_current(home_device(device))
 
 
 def is_initialized(device: Optional[str] = None) -> bool:

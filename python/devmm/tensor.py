@@ -30,7 +30,8 @@ from ._shared import device_key, scoped
 from .dtype import _CACHE as _dtype_cache
 from .dtype import DType, resolve
 from .errors import DeviceExportError, DevmmError
-from .resource import MemoryResource, format_device, get_current_device_resource, parse_device
+from .resource import (MemoryResource, format_device, get_current_device_resource, home_device,
+                       parse_device)
 
 # The built-ins libdevmm makes (ADR 12): one cheap call each, capsules that own the C objects
 _py_empty = _lib.py_empty
@@ -214,6 +215,7 @@ class Tensor:
         else:
             dst = _current(target)
             _lib.check(_lib.tensor_copy(self._h, dst._h, ctypes.byref(out)))
+            target = dst._devkey  # its memory's, as empty()'s (tests/python/test_rmm_devices.py)
         return _tensor(_py_own_tensor(out.value), self.shape, self._dt, target)
 
     def copy(self, device: Union[str, tuple, None] = None) -> "Tensor":
@@ -401,8 +403,8 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
         dt = resolve(dtype)  # caches it in _DTYPES
     if resource is None:
         over = scoped.get()
-        if over:
-            resource = over[None] if device is None else over.get(device_key(parse_device(device)))
+        if over:  # sim_managed:0 is sim:0's, by either route (tests/python/test_rmm_devices.py)
+            resource = over[None] if device is None else over.get(device_key(home_device(device)))
     if resource is not None:
         try:
             dev = resource._devkey
@@ -413,7 +415,7 @@ def empty(shape: Union[int, Sequence[int]], dtype: object = "float32", *,
     elif device is None:
         dev, rh = CPU_KEY, None
     else:
-        d = parse_device(device)
+        d = home_device(device)
         dev, rh = (d.device_type, d.device_id), None
     if layout is None:
         lp = None

@@ -186,3 +186,35 @@ def test_a_forked_child_drops_inherited_device_tensors_quietly(tmp_path):
                        timeout=30, env=dict(os.environ))
     assert p.returncode == 0 and "child 0" in p.stdout, p.stdout + p.stderr
     assert "freeing" not in p.stderr, p.stderr
+
+
+def test_a_child_forked_while_another_thread_gets_the_resource_gets_it_too(tmp_path):
+    # a thread inside get_current_device_resource's locked part at the fork (held here by the
+    # test) must not leave the child's lock held forever: the child's get answers
+    out = run(tmp_path, """
+        import threading, time
+        import devmm.resource as R
+        held = threading.Event()
+
+        def holder():
+            with R._lock:
+                held.set()
+                time.sleep(3)
+        threading.Thread(target=holder, daemon=True).start()
+        held.wait()
+        devmm.init()  # nothing remembered: the child's get wraps, under the lock
+        pid = os.fork()
+        if pid == 0:
+            devmm.get_current_device_resource()
+            os._exit(0)
+        for _ in range(100):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                print("child done")
+                break
+            time.sleep(0.02)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print("child blocked")
+    """)
+    assert "child done" in out, out

@@ -165,6 +165,17 @@ def test_profile_does_not_move_allocations(counting):
     del a, b
 
 
+def test_profile_of_a_gpu_over_managed_memory_counts_its_allocations():
+    # [device sim:0] resource = sim.managed: the profiled resource's memory is sim_managed:0's,
+    # its block sim:0's, as using_memory_resource's is (docs/api.md, the registry)
+    devmm.init("[devmm]\nplugins = cpu, sim\n[plugin sim]\ndevices = 1\njitter_us = 0\n"
+               "[device sim:0]\nresource = sim.managed\n")
+    with devmm.profile("managed", device="sim:0"):
+        t = devmm.empty(64, "uint8", device="sim:0")
+    assert t.device == "sim_managed:0"
+    assert devmm.profile.records()["managed"].total_bytes == 64
+
+
 def test_profile_records_a_block_that_raises():
     with pytest.raises(ZeroDivisionError):
         with devmm.profile("boom"):

@@ -61,6 +61,31 @@ def test_a_block_of_managed_memory_is_its_gpus():
     assert t.buffer.resource.handle == mr.handle and t.device == "sim_managed:0"
 
 
+def test_managed_memorys_own_device_is_served_by_its_gpus_resource():
+    # a tensor of managed memory says sim_managed:0; asking for that device gets sim:0's
+    # resource, in a block (the block's) and out of one (sim:0's current resource)
+    devmm.init(BASE + "[device sim:0]\nresource = sim.async\n")
+    configured = devmm.get_current_device_resource("sim:0")
+    with devmm.using_memory_resource(simmrs.ManagedMemoryResource(0)) as mr:
+        assert devmm.get_current_device_resource("sim_managed:0") is mr
+        t = devmm.empty(8, "uint8", device="sim:0")
+        u = devmm.empty(8, "uint8", device=t.device)
+        assert u.buffer.resource.handle == mr.handle and u.device == "sim_managed:0"
+    assert devmm.get_current_device_resource("sim_managed:0") is configured
+    v = devmm.empty(8, "uint8", device="sim_managed:0")
+    assert v.buffer.resource.handle == configured.handle and v.device == "sim:0"
+
+
+@pytest.mark.parametrize("section, target, lands", [("sim.managed", "sim:0", "sim_managed:0"),
+                                                     ("sim.device", "sim_managed:0", "sim:0")])
+def test_a_copy_is_on_its_memorys_device(section, target, lands):
+    # a copy to another device allocates from that device's (home's) current resource, and is
+    # on the device its memory is, as devmm.empty's tensor is
+    devmm.init(BASE + f"[device sim:0]\nresource = {section}\n")
+    u = devmm.empty(4, "uint8").copy(target)
+    assert u.device == lands == u.buffer.device
+
+
 def test_another_devices_resource_is_refused_and_nothing_changes():
     devmm.init(BASE + "[device sim:0]\nresource = sim.async\n")
     cpu = devmm.get_current_device_resource("cpu")
@@ -108,3 +133,31 @@ def test_every_device_calls_change_all_or_nothing(tmp_path, call):
     assert devmm.get_log_filenames() == files
     if call == "disable_logging":
         devmm.disable_logging("cpu")
+
+
+def _stand_in(resource, device):
+    """Makes resource device's current resource in C's registry directly, as a C caller may
+    (ADR 47: C's registry is keyed by device only); see tests/python/test_interop.py."""
+    _lib.check(_lib.set_current_resource(devmm.resource.parse_device(device),
+                                         resource.handle, None))
+
+
+def test_every_device_calls_take_a_resource_c_stood_in(tmp_path):
+    # what C's registry holds for a device is that device's, whatever its memory: the
+    # every-device calls re-set it there (they changed cpu, then raised on sim:0)
+    devmm.init(BASE + "[device sim:0]\nresource = sim.device\n")
+    stand_in = MallocMemoryResource()
+    _stand_in(stand_in, "sim:0")
+    with devmm.statistics("sim:0") as stats:  # a block of its own: stacked, then put back
+        devmm.empty(8, "uint8", device="sim:0")
+    assert stats.total_count == 1
+    assert devmm.get_current_device_resource("sim:0").handle == stand_in.handle
+    devmm.enable_statistics()
+    for d in ("cpu", "sim:0"):
+        assert isinstance(devmm.get_current_device_resource(d), devmm.StatisticsAdaptor)
+    assert devmm.get_current_device_resource("sim:0").upstream.handle == stand_in.handle
+    devmm.enable_logging(str(tmp_path / "log.csv"))
+    assert isinstance(devmm.get_current_device_resource("sim:0"), devmm.LoggingAdaptor)
+    devmm.disable_logging()
+    top = devmm.get_current_device_resource("sim:0")
+    assert isinstance(top, devmm.StatisticsAdaptor) and top.upstream.handle == stand_in.handle

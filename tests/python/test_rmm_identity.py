@@ -81,6 +81,51 @@ def test_threads_get_one_object(tmp_path):
     assert devmm.get_current_device_resource("cpu") is got[0]
 
 
+def test_a_set_racing_a_get_keeps_its_object():
+    # a get that wraps C's resource while another thread sets one must not store its wrapper
+    # over the set one (docs/api.md, the registry: one object while it is current)
+    lost, was = 0, sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(100):
+            devmm.init()
+            mine, stop = MallocMemoryResource(), threading.Event()
+
+            def getter():
+                while not stop.is_set():
+                    devmm.get_current_device_resource()
+            t = threading.Thread(target=getter)
+            t.start()
+            devmm.set_current_device_resource(mine)
+            stop.set()
+            t.join()
+            lost += devmm.get_current_device_resource() is not mine
+    finally:
+        sys.setswitchinterval(was)
+    assert lost == 0, f"the set object was lost in {lost} of 100 runs"
+
+
+def test_a_set_landing_inside_a_get_is_kept(monkeypatch):
+    # the same race made certain: another thread's set starts while a get is wrapping C's
+    # resource; it completes only after the get, and its object is the current one after both
+    import devmm.resource as R
+    mine, done, setter = MallocMemoryResource(), [], []
+    wrap = R.typed
+
+    def slow_typed(h):
+        monkeypatch.setattr(R, "typed", wrap)
+        t = threading.Thread(target=lambda: done.append(devmm.set_current_device_resource(mine)))
+        setter.append(t)
+        t.start()
+        t.join(1.0)  # a set that waits for the get waits here the whole second
+        return wrap(h)
+    monkeypatch.setattr(R, "typed", slow_typed)
+    got = devmm.get_current_device_resource()
+    setter[0].join(10)
+    assert done and done[0] is got  # the set replaced what the get returned
+    assert devmm.get_current_device_resource() is mine
+
+
 def test_identity_in_a_forked_child(tmp_path):
     out = fresh(tmp_path, """
         import os, devmm
