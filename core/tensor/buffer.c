@@ -408,12 +408,7 @@ int devmm_buffer_stream_wait(devmm_buffer *b, devmm_stream consumer) {
   return rc;
 }
 
-int devmm_buffer_prefetch(devmm_buffer *b, devmm_device device, devmm_stream stream) {
-  if (!b)
-    return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_prefetch: buffer is NULL");
-  if (devmm_buffer_is_freed(b))
-    return devmm_set_error(DEVMM_ESTATE, "buffer of %zu bytes was freed: nothing to prefetch",
-                           b->nbytes);
+static int prefetch_held(devmm_buffer *b, devmm_device device, devmm_stream stream) {
   /* managed memory moves to its GPU: cuda_managed:0 to cuda:0 */
   devmm_device own = devmm_device_home(b->device), to_home = devmm_device_home(device);
   if (to_home.device_type != own.device_type || to_home.device_id != own.device_id) {
@@ -428,6 +423,19 @@ int devmm_buffer_prefetch(devmm_buffer *b, devmm_device device, devmm_stream str
                            devmm_resource_name(b->resource), name);
   }
   return devmm_prefetch(b->resource, b->ptr, b->nbytes, stream);
+}
+
+int devmm_buffer_prefetch(devmm_buffer *b, devmm_device device, devmm_stream stream) {
+  if (!b)
+    return devmm_set_error(DEVMM_EINVAL, "devmm_buffer_prefetch: buffer is NULL");
+  /* a hold for the call: a free on another thread meanwhile leaves the memory to the prefetch,
+   * and the last hold frees it after (suite buffer: buffer_prefetch_holds_the_memory) */
+  if (devmm_buffer_acquire(b))
+    return devmm_set_error(DEVMM_ESTATE, "buffer of %zu bytes was freed: nothing to prefetch",
+                           b->nbytes);
+  int rc = prefetch_held(b, device, stream);
+  devmm_buffer_unacquire(b);
+  return rc;
 }
 
 void *devmm_buffer_ptr(const devmm_buffer *b) {

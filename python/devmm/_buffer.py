@@ -86,10 +86,10 @@ class Buffer(SameHandle):
     def stream(self) -> Optional[int]:
         return _lib.buffer_stream(self._h)
 
-    def prefetch(self, device: Union[str, tuple, None] = None,
+    def prefetch(self, device: Union[str, tuple, int, None] = None,
                  stream: Optional[int] = None) -> bool:
-        """Prefetches the memory to device, as :func:`devmm.prefetch` does (RMM's
-        ``DeviceBuffer.prefetch``)."""
+        """Prefetches the memory to device (an int: RMM's device id), as :func:`devmm.prefetch`
+        does (RMM's ``DeviceBuffer.prefetch``)."""
         return prefetch_buffer(self._h, device, stream)
 
     def ipc_handle(self) -> bytes:
@@ -112,10 +112,24 @@ class Buffer(SameHandle):
 _new_buffer = Buffer.__new__
 
 
-def prefetch_buffer(h: int, device: Union[str, tuple, None], stream: Optional[int]) -> bool:
+def prefetch_buffer(h: int, device: Union[str, tuple, int, None], stream: Optional[int]) -> bool:
     """devmm_buffer_prefetch of the C buffer h (:func:`devmm.prefetch`): True once queued, False
-    where the memory does not move (nothing is done)."""
-    d = _lib.buffer_device(h) if device is None else parse_device(device)
+    where the memory does not move (nothing is done). An int device N is RMM's device id: device
+    N of the memory's home type (``0`` is ``sim:0`` for ``sim_managed:0``; not a bool)."""
+    if device is None:
+        d = _lib.buffer_device(h)
+    elif not isinstance(device, (str, tuple)) and hasattr(type(device), "__index__"):
+        if type(device).__name__ in ("bool", "bool_"):
+            raise TypeError(f"prefetch: device must be a device id (an int), a string like "
+                            f"'cuda:0' or None, not a bool: got {device!r}")
+        n = _lib.cint(device, ctypes.c_int32, "device")
+        if n < 0:  # RMM's cudaCpuDeviceId (-1): devmm prefetches only to the memory's device
+            raise ValueError(f"prefetch: device = {n} is not a device id (>= 0): devmm moves "
+                             f"memory only to its own device")
+        d = _lib.Device()
+        d.device_type, d.device_id = _lib.device_home(_lib.buffer_device(h)).device_type, n
+    else:
+        d = parse_device(device)
     s = _lib.buffer_stream(h) if stream is None else stream_arg(stream)
     rc = _lib.buffer_prefetch(h, d, s)
     if rc == _lib.CONSTANTS["DEVMM_ENOTSUP"]:  # memory that does not move: RMM's no-op

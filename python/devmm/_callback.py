@@ -31,11 +31,28 @@ def _new(create, *args) -> int:
 
 
 def arity(fn: object, what: str, ret: str, *shapes: str) -> int:
-    """How many positional arguments to call fn with: the most that one of ``shapes`` (devmm's
-    argument list first, then RMM's) has and fn's signature takes; devmm's when fn has no
-    signature (a builtin such as ``min``). TypeError naming each shape when none fits
-    (test_from_rmm.py: test_callback_resource_takes_rmms_signatures)."""
-    counts = [s.count(",") + 1 for s in shapes]
+    """How many positional arguments to call fn with: the count of one of ``shapes`` (devmm's
+    argument list first, then RMM's), chosen among those fn's signature takes by the first rule
+    that picks one (test_rmm_shapes.py: test_callback_shape_by_parameter_names):
+
+    1. a positional parameter named as devmm's shape alone names one (``alignment``,
+       ``attempt``): devmm's shape;
+    2. the parameter at the position of ``stream`` in one of RMM's shapes is named ``stream``
+       (allocate: the 2nd, deallocate: the 3rd): that shape;
+    3. the shape with as many arguments as fn requires (parameters without a default);
+    4. the shape with the most arguments.
+
+    So ``def alloc(nbytes, stream, base=base)`` is RMM's and ``def alloc(n, align, s=None)`` is
+    devmm's. A callable without a signature (a builtin such as ``min``) or with ``*args`` gets
+    devmm's; one that takes none is a TypeError naming each shape
+    (test_from_rmm.py: test_callback_resource_takes_rmms_signatures).
+
+    >>> arity(lambda nbytes, stream, base=None: 0, "allocate", "", "nbytes, alignment, stream",
+    ...       "nbytes, stream", "nbytes")
+    2
+    """
+    names = [[w.strip() for w in s.split(",")] for s in shapes]
+    counts = [len(n) for n in names]
     got = f"{type(fn).__name__} {fn!r}"
     if callable(fn):
         import inspect  # on first use: it costs start-up time
@@ -45,11 +62,19 @@ def arity(fn: object, what: str, ret: str, *shapes: str) -> int:
             return counts[0]
         if any(p.kind == p.VAR_POSITIONAL for p in params):
             return counts[0]
-        pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        need = sum(p.default is p.empty for p in pos)
+        pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        need = sum(p.default is p.empty for p in params
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         fits = [n for n in counts if need <= n <= len(pos)]
         if fits:
-            return max(fits)
+            only = set(names[0]).difference(*names[1:])  # the names devmm's shape alone has
+            if counts[0] in fits and only.intersection(pos):
+                return counts[0]
+            for shape, n in zip(names[1:], counts[1:]):
+                k = shape.index("stream") if "stream" in shape else -1
+                if n in fits and 0 <= k < len(pos) and pos[k] == "stream":
+                    return n
+            return need if need in fits else max(fits)
         got = f"a function of {len(pos)} argument{'' if len(pos) == 1 else 's'}"
     alts = " and ".join(f"({s})" for s in shapes[1:])
     raise TypeError(f"{what} must be callable({shapes[0]}){ret}, got {got} (RMM's {alts} "
@@ -92,7 +117,9 @@ class CallbackMemoryResource(MemoryResource):
     """A resource written in Python: ``allocate(nbytes, alignment, stream) -> int`` and
     ``deallocate(ptr, nbytes, alignment, stream)``, or RMM's ``allocate(nbytes, stream)`` and
     ``deallocate(ptr, nbytes, stream)`` (or ``(nbytes)`` and ``(ptr, nbytes)``): each is called
-    with the arguments its signature takes, devmm's when it has none (a builtin); ``stream``
+    with the arguments its signature takes, by name first (a parameter ``alignment`` is devmm's,
+    ``stream`` in RMM's place RMM's; then the count without defaults: :func:`arity`), devmm's
+    when it has none (a builtin); ``stream``
     is None (the default stream) or the stream's handle, an int (for RMM's shapes a
     ``StreamHandle``, an int that devmm's ``allocate``/``deallocate`` take for the stream in the
     alignment's place, so RMM's ``base.allocate(nbytes, stream)`` passes it on), never an RMM

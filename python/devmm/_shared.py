@@ -78,18 +78,38 @@ def typed(handle: int) -> Any:
     return cls._from_new(handle)
 
 
+stream_types: list = []
+"""The classes whose ``.handle`` is a stream's (:class:`StreamHandle`; :mod:`devmm.mrs.sim`
+adds its ``Stream`` when imported). Any other object's ``.handle`` is no stream: a resource's
+and a buffer's are C objects (test_rmm_shapes.py: test_only_stream_objects_are_streams)."""
+
+STREAMS = ("None, an int handle, an object with __cuda_stream__ (RMM's Stream, cuda.core's) "
+           "or a devmm stream (StreamHandle, devmm.mrs.sim.Stream)")
+
+
+def is_stream(obj: object) -> bool:
+    """Whether obj is a stream object: it has ``__cuda_stream__`` or is of :data:`stream_types`."""
+    return hasattr(obj, "__cuda_stream__") or isinstance(obj, tuple(stream_types))
+
+
 def stream_arg(stream: object) -> Optional[int]:
     """A stream handle for C: None, an int address (ctypes would wrap anything else), or the
-    handle of a stream object: ``__cuda_stream__()``'s (RMM's ``Stream``, cuda.core's) or an
-    int ``.handle`` (:class:`devmm.mrs.sim.Stream`)."""
+    handle of a stream object: ``__cuda_stream__()``'s (RMM's ``Stream``, cuda.core's) or the
+    ``.handle`` of one of :data:`stream_types`; anything else is a TypeError.
+
+    >>> stream_arg(StreamHandle(7)), stream_arg(None)
+    (7, None)
+    """
     if stream is None:
         return None
     if type(stream) is not int:
         cs = getattr(stream, "__cuda_stream__", None)
         if cs is not None:
             stream = cs()[1]
-        elif not hasattr(type(stream), "__index__") and hasattr(stream, "handle"):
-            stream = stream.handle
+        elif isinstance(stream, tuple(stream_types)):
+            stream = stream.handle  # type: ignore[attr-defined]
+        elif isinstance(stream, bool) or not hasattr(type(stream), "__index__"):
+            raise TypeError(f"stream must be {STREAMS}, got {type(stream).__name__} {stream!r}")
     return _lib.cint(stream, ctypes.c_size_t, "stream")
 
 
@@ -112,23 +132,29 @@ class StreamHandle(int):
         return (0, int(self))
 
 
+stream_types.append(StreamHandle)
+
+
 def stream_or_alignment(alignment: object, stream: object, call: str) -> tuple:
     """(alignment, stream) of ``allocate(nbytes, alignment, stream)`` or ``deallocate(ptr,
     nbytes, alignment, stream)`` called as RMM's ``allocate(nbytes, stream)``: None or a stream
-    object (``__cuda_stream__``, a ``.handle``, a :class:`StreamHandle`) where the alignment
-    stands is the stream; a plain int is devmm's alignment (docs/from-rmm.md, Names).
+    object (:func:`is_stream`: ``__cuda_stream__``, a :class:`StreamHandle`, a
+    :class:`devmm.mrs.sim.Stream`) where the alignment stands is the stream; a plain int is
+    devmm's alignment (docs/from-rmm.md, Names); anything else is a TypeError.
 
     >>> stream_or_alignment(None, None, "allocate"), stream_or_alignment(64, 7, "allocate")
     ((0, None), (64, 7))
     """
     if type(alignment) is int:
         return alignment, stream
-    if alignment is None or hasattr(alignment, "__cuda_stream__") or (
-            hasattr(alignment, "handle") and not isinstance(alignment, bool)):
+    if alignment is None or is_stream(alignment):
         if stream is not None:
             raise TypeError(f"{call}: the stream given twice: {alignment!r} in the alignment's "
                             f"place (RMM's positional stream) and stream={stream!r}")
         return 0, alignment
+    if not hasattr(type(alignment), "__index__"):  # a bool goes on: cint says what is wrong
+        raise TypeError(f"{call}: the alignment's place takes an int alignment or RMM's stream; "
+                        f"a stream is {STREAMS}, got {type(alignment).__name__} {alignment!r}")
     return alignment, stream
 
 

@@ -199,9 +199,9 @@ class LimitingAdaptor(Adaptor):
             total = up.mem_info()[1]
         nbytes = _size(limit, total, what)
         if nbytes == 0:  # as devmm.ini's limit = 0 (tests/config/limit-zero.ini)
-            raise ValueError(f"LimitingAdaptor: limit = {limit!r} would refuse every allocation: "
-                             "expected a size or a percentage above 0 (to limit nothing, leave "
-                             "the LimitingAdaptor out)")
+            raise ValueError(f"LimitingAdaptor: {what} = {limit!r} would refuse every "
+                             "allocation: expected a size or a percentage above 0 (to limit "
+                             "nothing, leave the LimitingAdaptor out)")
         super().__init__(_new(_lib.limiting_adaptor_create, up._h, nbytes), up)
 
     def _get(self) -> tuple[int, int]:
@@ -247,8 +247,11 @@ class TrackingAdaptor(Adaptor):
         up = _upstream(upstream)
         if capture_stacks is not None:  # RMM's (test_tracking_takes_rmms_capture_stacks)
             if capture_stacks is not True and capture_stacks is not False:
-                raise TypeError(f"TrackingAdaptor: capture_stacks must be True or False, got "
-                                f"{type(capture_stacks).__name__} {capture_stacks!r}")
+                k = type(capture_stacks)  # numpy.bool named so (test_rmm_shapes.py)
+                name = k.__qualname__ if k.__module__ == "builtins" else \
+                    f"{k.__module__}.{k.__qualname__}"
+                raise TypeError(f"TrackingAdaptor: capture_stacks must be True or False (a "
+                                f"Python bool), got {name} {capture_stacks!r}")
             if python_stack is not None:
                 raise TypeError("TrackingAdaptor: give capture_stacks or python_stack, not both")
             python_stack = 16 if capture_stacks else 0

@@ -268,22 +268,24 @@ _flush_level = level_enum.warn
 
 def _level(level: Union[level_enum, int, str]) -> level_enum:
     """What the level functions take, as RMM's ``level_enum``: a ``devmm.level_enum``, its
-    number (an int 0 to 6, not a bool) or its name in any case, spaces around it ignored
-    (``"warning"`` is ``warn``). Another name or number is a ValueError, another type a
-    TypeError (test_from_rmm.py: test_log_levels_accept_what_the_docs_say)."""
+    number (an int 0 to 6, or any integer with ``__index__``, numpy's: not a bool, Python's or
+    numpy's) or its name in any case, spaces around it ignored (``"warning"`` is ``warn``).
+    Another name or number is a ValueError, another type a TypeError (test_from_rmm.py:
+    test_log_levels_accept_what_the_docs_say; test_rmm_shapes.py)."""
     if isinstance(level, str):
         name = level.strip().lower()
         name = "warn" if name == "warning" else name
         if name in level_enum.__members__:
             return level_enum[name]
-    elif isinstance(level, int) and not isinstance(level, bool):
+    elif hasattr(type(level), "__index__") and type(level).__name__ not in ("bool", "bool_"):
         try:
-            return level_enum(level)
+            return level_enum(level.__index__())  # type: ignore[attr-defined]
         except ValueError:
             pass
     else:
+        bool_ = " (an int, not a bool)" if type(level).__name__ in ("bool", "bool_") else ""
         raise TypeError(f"a level is a devmm.level_enum, an int or a str, got "
-                        f"{type(level).__name__} {level!r}")
+                        f"{type(level).__name__} {level!r}{bool_}")
     raise ValueError(f"{level!r} is not a level: expected one of "
                      f"{', '.join(level_enum.__members__)} (or devmm.level_enum)")
 

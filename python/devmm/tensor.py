@@ -233,10 +233,10 @@ class Tensor:
         d = parse_device(device)
         return self._copy_to((d.device_type, d.device_id))
 
-    def prefetch(self, device: Union[str, tuple, None] = None,
+    def prefetch(self, device: Union[str, tuple, int, None] = None,
                  stream: Optional[int] = None) -> bool:
-        """Prefetches the memory of this tensor's buffer to device, as :func:`devmm.prefetch`
-        does."""
+        """Prefetches the memory of this tensor's buffer to device (an int: RMM's device id),
+        as :func:`devmm.prefetch` does."""
         return prefetch_buffer(_lib.tensor_buffer(self._h), device, stream)
 
     def _no_array_interface(self) -> Optional[str]:
@@ -516,12 +516,13 @@ def from_buffer_view(buffer: Buffer, shape: Sequence[int], dtype: object,
     return _tensor(_py_own_tensor(out.value), shape, dt, (d.device_type, d.device_id))
 
 
-def prefetch(obj: Union[Tensor, Buffer], device: Union[str, tuple, None] = None,
+def prefetch(obj: Union[Tensor, Buffer], device: Union[str, tuple, int, None] = None,
              stream: Optional[int] = None) -> bool:
     """Prefetches the memory of a devmm Tensor (its whole buffer) or Buffer to device, ordered
     on stream (default: the buffer's), as RMM's ``DeviceBuffer.prefetch`` does; C:
     ``devmm_buffer_prefetch``. device is the memory's own (the default; ``"sim:0"`` for
-    ``sim_managed:0``): the GPU plugins' managed and system memory moves only there. True once
+    ``sim_managed:0``, or RMM's device id ``0``: an int N is device N of the memory's home type,
+    a bool is refused): the GPU plugins' managed and system memory moves only there. True once
     it is queued; False where the memory does not move (``cpu.malloc``, plain device memory):
     nothing is done, as RMM does. Another device is a :class:`DevmmValueError`, a freed buffer
     a :class:`DevmmStateError`.

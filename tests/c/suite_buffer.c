@@ -1,8 +1,10 @@
-/* Suite buffer: buffers and tensors: a free waits for the last hold, a release without a free
- * frees once, empty tensors and views. */
+/* Suite buffer: buffers and tensors: a free waits for the last hold (a prefetch's too), a
+ * release without a free frees once, empty tensors and views. */
 #include <check.h>
 
 #include "testres.h"
+
+#include <stdlib.h>
 
 static const devmm_device CPU = {DEVMM_DEVICE_CPU, 0};
 
@@ -98,12 +100,54 @@ START_TEST(tensor_empty_and_views) {
 }
 END_TEST
 
+/* A resource whose prefetch op frees the buffer being prefetched, as another thread's free can
+ * land once devmm_buffer_prefetch has read the pointer: the memory must outlive the op. */
+static devmm_buffer *prefetching;
+static int freed_in_prefetch, deallocs;
+static int p_allocate(devmm_resource *self, size_t n, size_t a, devmm_stream s, void **out) {
+  (void)self, (void)a, (void)s;
+  *out = malloc(n);
+  return *out ? DEVMM_OK : devmm_set_error(DEVMM_ENOMEM, "no memory");
+}
+static int p_deallocate(devmm_resource *self, void *ptr, size_t n, size_t a, devmm_stream s) {
+  (void)self, (void)n, (void)a, (void)s;
+  free(ptr);
+  deallocs++;
+  return DEVMM_OK;
+}
+static int p_prefetch(devmm_resource *self, const void *ptr, size_t n, devmm_stream s) {
+  (void)self, (void)ptr, (void)n, (void)s;
+  devmm_buffer_free(prefetching); /* the other thread's free */
+  freed_in_prefetch = deallocs;   /* 0: the memory is still there while the op uses it */
+  return DEVMM_OK;
+}
+
+START_TEST(buffer_prefetch_holds_the_memory) {
+  static const devmm_resource_ops ops = {.struct_size = sizeof ops,
+                                         .allocate = p_allocate,
+                                         .deallocate = p_deallocate,
+                                         .prefetch = p_prefetch};
+  devmm_resource *r;
+  ck_assert_int_eq(devmm_resource_create(&ops, NULL, CPU, "test.prefetch", 0, &r), DEVMM_OK);
+  ck_assert_int_eq(devmm_buffer_allocate(r, 64, 0, NULL, &prefetching), DEVMM_OK);
+  ck_assert_int_eq(devmm_buffer_prefetch(prefetching, CPU, NULL), DEVMM_OK);
+  ck_assert_int_eq(freed_in_prefetch, 0);
+  ck_assert_int_eq(deallocs, 1); /* freed once the prefetch let go */
+  ck_assert_int_eq(devmm_buffer_prefetch(prefetching, CPU, NULL), DEVMM_ESTATE);
+  ck_assert_error_contains("was freed: nothing to prefetch");
+  devmm_buffer_release(prefetching);
+  ck_assert_int_eq(deallocs, 1);
+  devmm_resource_release(r);
+}
+END_TEST
+
 Suite *buffer_suite(void) {
   Suite *s = suite_create("buffer");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, buffer_free_defers_to_last_hold);
   tcase_add_test(tc, buffer_release_without_free_frees_once);
   tcase_add_test(tc, tensor_empty_and_views);
+  tcase_add_test(tc, buffer_prefetch_holds_the_memory);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import ctypes
 
-from .. import _lib
+from .. import _lib, _shared
 from ..config import plugins
 from ._gpu import (AsyncManagedResource, AsyncResource, AsyncViewResource, DeviceResource,
                    ManagedResource, PinnedResource, SamHeadroomResource, SystemResource)
@@ -192,6 +192,9 @@ class Stream:
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
+
+
+_shared.stream_types.append(Stream)  # its .handle is a stream's (_shared.stream_arg)
 
 
 class Event:
