@@ -498,9 +498,10 @@ static int wrap_all(devmm__state *s, devmm__dstate *ds, const devmm__section *se
       /* an adaptor its resource cannot take (prefetch over memory that does not move) is the
        * file's choice, at its adaptors line (suite config_answers:
        * config_deferred_adaptor_refusal_names_its_line) */
-      const devmm__kv *list = devmm__section_opt(sec, "adaptors");
-      if (rc == DEVMM_ENOTSUP)
+      if (rc == DEVMM_ENOTSUP) {
+        const devmm__kv *list = devmm__section_opt(sec, "adaptors");
         return section_error(s, sec, list ? list->line : sec->line, msg);
+      }
       if (rc != DEVMM_ECONFIG && rc != DEVMM_EINVAL) { /* not the file's: the device's */
         ds->error = devmm__strdup(msg);
         return DEVMM_OK;

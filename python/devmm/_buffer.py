@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from . import _lib, _shared
 from ._lib import ctypes  # imported on first use (ADR 45)
-from ._shared import SameHandle, stream_arg, typed
+from ._shared import SameHandle, is_bool, stream_arg, typed
 from .resource import MemoryResource, format_device, get_current_device_resource, parse_device
 
 _py_buffer_of = _lib.py_buffer_of
@@ -119,7 +119,7 @@ def prefetch_buffer(h: int, device: Union[str, tuple, int, None], stream: Option
     if device is None:
         d = _lib.buffer_device(h)
     elif not isinstance(device, (str, tuple)) and hasattr(type(device), "__index__"):
-        if type(device).__name__ in ("bool", "bool_"):
+        if is_bool(device):
             raise TypeError(f"prefetch: device must be a device id (an int), a string like "
                             f"'cuda:0' or None, not a bool: got {device!r}")
         n = _lib.cint(device, ctypes.c_int32, "device")

@@ -113,6 +113,12 @@ def stream_arg(stream: object) -> Optional[int]:
     return _lib.cint(stream, ctypes.c_size_t, "stream")
 
 
+def is_bool(value: object) -> bool:
+    """Whether value is a bool, Python's or NumPy's (``numpy.bool``): an int where an int id or
+    level is asked for, but never meant as one."""
+    return type(value).__name__ in ("bool", "bool_")
+
+
 class StreamHandle(int):
     """A stream's handle as a callback resource gives it to its callbacks: an int, that devmm's
     ``allocate``/``deallocate`` also know for a stream where the alignment stands, so that RMM's

@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from ._statistics import Statistics
 
 from . import _lib
-from ._shared import scoped
+from ._shared import is_bool, scoped
 from .adaptors import LoggingAdaptor, StatisticsAdaptor
 from .config import info
-from .resource import (MemoryResource, get_current_device_resource, home_device, parse_device,
+from .resource import (MemoryResource, get_current_device_resource, home_device,
                        reset_current, set_current_unchecked)
 
 # ----------------------------------------------------------------------------- devices
@@ -277,13 +277,13 @@ def _level(level: Union[level_enum, int, str]) -> level_enum:
         name = "warn" if name == "warning" else name
         if name in level_enum.__members__:
             return level_enum[name]
-    elif hasattr(type(level), "__index__") and type(level).__name__ not in ("bool", "bool_"):
+    elif hasattr(type(level), "__index__") and not is_bool(level):
         try:
             return level_enum(level.__index__())  # type: ignore[attr-defined]
         except ValueError:
             pass
     else:
-        bool_ = " (an int, not a bool)" if type(level).__name__ in ("bool", "bool_") else ""
+        bool_ = " (an int, not a bool)" if is_bool(level) else ""
         raise TypeError(f"a level is a devmm.level_enum, an int or a str, got "
                         f"{type(level).__name__} {level!r}{bool_}")
     raise ValueError(f"{level!r} is not a level: expected one of "
@@ -340,7 +340,7 @@ def is_initialized(device: Optional[str] = None) -> bool:
     """Whether devmm has initialised (:func:`devmm.init`, or lazily at first use); with
     device, whether that device has a current resource too. Asking initialises nothing; an
     unknown device is a ValueError, as everywhere."""
-    d = None if device is None else parse_device(device)
+    d = None if device is None else home_device(device)  # sim_managed:0: sim:0's
     if not _lib.is_initialized():
         return False
     if device is None:

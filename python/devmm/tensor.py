@@ -531,9 +531,7 @@ def prefetch(obj: Union[Tensor, Buffer], device: Union[str, tuple, int, None] = 
     >>> devmm.prefetch(devmm.empty(64, "uint8"))   # host memory: nothing moves
     False
     """
-    if isinstance(obj, Tensor):
-        return obj.prefetch(device, stream)
-    if isinstance(obj, Buffer):
+    if isinstance(obj, (Tensor, Buffer)):
         return obj.prefetch(device, stream)
     raise TypeError(f"devmm.prefetch: expected a devmm Tensor or Buffer, got {type(obj).__name__}")
 

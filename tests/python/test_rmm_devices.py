@@ -76,6 +76,14 @@ def test_managed_memorys_own_device_is_served_by_its_gpus_resource():
     assert v.buffer.resource.handle == configured.handle and v.device == "sim:0"
 
 
+def test_is_initialized_asks_managed_memorys_gpu():
+    # as get_current_device_resource: sim_managed:0 has sim:0's current resource
+    devmm.init(BASE + "[device sim:0]\nresource = sim.async\n")
+    devmm.get_current_device_resource("sim:0")
+    assert devmm.is_initialized("sim:0")
+    assert devmm.is_initialized("sim_managed:0")
+
+
 @pytest.mark.parametrize("section, target, lands", [("sim.managed", "sim:0", "sim_managed:0"),
                                                      ("sim.device", "sim_managed:0", "sim:0")])
 def test_a_copy_is_on_its_memorys_device(section, target, lands):
